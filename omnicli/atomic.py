@@ -1,0 +1,98 @@
+"""Crash-safe file writes: nothing half-written is ever visible under the final name."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def _tmp_path_for(path: Path) -> tuple[int, str]:
+    # The temp file lives beside the target so os.replace stays on one filesystem.
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _tmp_path_for(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    return write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+class JsonlAppender:
+    """Appends one JSON object per line, each line written whole and fsynced.
+
+    A crash can at worst leave an unterminated last line; `read_jsonl` drops
+    it and the next append starts on a fresh line.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        needs_newline = False
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                needs_newline = f.read(1) != b"\n"
+        self._f = open(self.path, "ab")
+        if needs_newline:  # seal a torn line left by a crash
+            self._f.write(b"\n")
+
+    def append(self, row: dict) -> None:
+        line = json.dumps(row, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+        self._f.write(line)  # a single write of one line: no interleaving within it
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self) -> "JsonlAppender":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    """Yields the intact JSON objects of a JSONL file, skipping torn or blank lines."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # torn last line from an interrupted write
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    return list(iter_jsonl(path))

@@ -1,0 +1,81 @@
+"""Audio I/O: read anything soundfile reads, convert with soxr, write atomically."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from omnicli.atomic import write_bytes_atomic
+
+
+class AudioError(ValueError):
+    """Audio that cannot be used (missing, empty, corrupt, unsupported)."""
+
+
+def load_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Reads a file as float32 PCM: shape (n,) for mono, (n, channels) otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise AudioError(f"{path}: file not found")
+    if path.is_dir():
+        raise AudioError(f"{path}: is a directory, not an audio file")
+    if path.stat().st_size == 0:
+        raise AudioError(f"{path}: file is empty")
+    try:
+        pcm, sr = sf.read(str(path), dtype="float32", always_2d=False)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise AudioError(f"{path}: unreadable or unsupported audio ({exc})") from None
+    if pcm.size == 0:
+        raise AudioError(f"{path}: audio has no samples")
+    if not np.all(np.isfinite(pcm)):
+        raise AudioError(f"{path}: audio contains NaN or infinite samples")
+    return pcm, int(sr)
+
+
+def to_mono(pcm: np.ndarray) -> np.ndarray:
+    return pcm if pcm.ndim == 1 else pcm.mean(axis=1).astype(np.float32)
+
+
+def resample(pcm: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+    if sr_in == sr_out:
+        return pcm.astype(np.float32, copy=False)
+    return soxr.resample(pcm, sr_in, sr_out, quality="HQ").astype(np.float32, copy=False)
+
+
+def load_mono(path: str | os.PathLike, sample_rate: int) -> np.ndarray:
+    """Reads a file as mono float32 at `sample_rate`."""
+    pcm, sr = load_audio(path)
+    return resample(to_mono(pcm), sr, sample_rate)
+
+
+def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(pcm, dtype=np.float32), sample_rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def write_wav_atomic(path: str | os.PathLike, pcm: np.ndarray, sample_rate: int) -> Path:
+    """Writes 16-bit PCM WAV via temp file + rename: never a truncated wav."""
+    return write_bytes_atomic(path, wav_bytes(pcm, sample_rate))
+
+
+def rms_dbfs(pcm: np.ndarray) -> float:
+    """RMS level in dB relative to full scale; -inf for silence or no samples."""
+    if pcm.size == 0:
+        return float("-inf")
+    rms = float(np.sqrt(np.mean(np.square(pcm.astype(np.float64)))))
+    return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
+
+
+def wav_is_intact(path: str | os.PathLike) -> bool:
+    """True when the file parses as audio (an empty result is a valid file)."""
+    try:
+        sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError):
+        return False
+    return True

@@ -1,0 +1,38 @@
+"""Load benchmark of the embedded engine (`omni bench`), usable from Python.
+
+    prompts = load_prompts(None, num_prompts=16).prompts
+    plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 8)], warmup_requests=2)
+    session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, Engine.start)
+    results = asyncio.run(session.run())
+    runs = [build_run(r) for r in results]   # METRICS.md keys
+
+Metric definitions: docs/bench.md and the design's METRICS.md ("Benchmark").
+"""
+
+from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
+from omnicli.benchmark.metrics import RequestRecord, distribution, summarize
+from omnicli.benchmark.report import build_document, build_run, compare_runs
+from omnicli.benchmark.runner import Prompt, RoundResult, measure_request, run_round
+from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, PassResult, ProfileRun
+
+__all__ = [
+    "BenchObserver",
+    "BenchPlan",
+    "BenchSession",
+    "EngineStartError",
+    "LoadShape",
+    "PassResult",
+    "ProfileRun",
+    "Prompt",
+    "RequestRecord",
+    "RoundResult",
+    "arrival_offsets",
+    "build_document",
+    "build_run",
+    "compare_runs",
+    "distribution",
+    "drive",
+    "measure_request",
+    "run_round",
+    "summarize",
+]

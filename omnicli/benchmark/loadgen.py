@@ -1,0 +1,105 @@
+"""Load shapes: closed loop (at most N in flight) and open loop (Poisson / gamma arrivals).
+
+Open-loop arrivals follow vLLM's `bench serve`: inter-arrival times are drawn
+from a gamma distribution with shape `burstiness` and scale
+`1 / (request_rate * burstiness)`, so the mean rate is `request_rate`
+whatever the burstiness; burstiness 1 is a Poisson process, below 1 is
+burstier, above 1 more regular. `request_rate = inf` submits everything at
+once. A concurrency cap can be combined with either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Sequence, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LoadShape:
+    """How requests are offered: `concurrency` None = no cap; `request_rate` inf = all at once."""
+
+    concurrency: int | None = None
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
+        if math.isnan(self.request_rate) or self.request_rate <= 0:
+            raise ValueError(f"request rate must be > 0 or inf (got {self.request_rate})")
+        if not math.isfinite(self.burstiness) or self.burstiness <= 0:
+            raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
+
+    @property
+    def label(self) -> str:
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"c{self.concurrency}")
+        if math.isfinite(self.request_rate):
+            parts.append(f"r{self.request_rate:g}")
+            if self.burstiness != 1.0:
+                parts.append(f"b{self.burstiness:g}")
+        return "-".join(parts) or "all"
+
+
+def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Seconds after the start at which each of `n` requests is submitted.
+
+    The first request goes at 0; each later one after a gamma-distributed gap.
+    """
+    if n <= 0:
+        return np.zeros(0)
+    if math.isinf(request_rate):
+        return np.zeros(n)
+    rng = np.random.default_rng(seed)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n - 1)
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+async def drive(items: Sequence[T], send: Callable[[T], Awaitable[None]], shape: LoadShape) -> None:
+    """Offers every item to `send` following `shape`; returns when all have finished.
+
+    If one `send` raises, the others are cancelled and the error propagates
+    (per-request failures are expected to be caught inside `send`).
+    """
+    loop = asyncio.get_running_loop()
+    offsets = arrival_offsets(len(items), shape.request_rate, shape.burstiness, shape.seed)
+    gate = asyncio.Semaphore(shape.concurrency) if shape.concurrency else None
+
+    errors: list[BaseException] = []
+
+    async def one(item: T) -> None:
+        try:
+            if gate is None:
+                await send(item)
+                return
+            async with gate:  # FIFO: requests enter in arrival order
+                await send(item)
+        except Exception as exc:
+            errors.append(exc)
+            raise
+
+    tasks: list[asyncio.Task] = []
+    t0 = loop.time()
+    try:
+        for item, offset in zip(items, offsets):
+            if errors:
+                raise errors[0]
+            delay = t0 + float(offset) - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(item)))
+        await asyncio.gather(*tasks)
+    finally:
+        pending = [t for t in tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        # Collect every outcome so no task exception goes unretrieved.
+        await asyncio.gather(*tasks, return_exceptions=True)

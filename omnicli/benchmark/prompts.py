@@ -1,0 +1,72 @@
+"""Benchmark prompts: manifest rows chosen, shuffled, cycled and turned into requests."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from omnicli.benchmark.runner import Prompt
+from omnicli.manifest import ManifestRow, read_manifest
+
+DEMO_NUM_PROMPTS = 32  # the demo set has few rows: cycle it to a useful load
+
+
+@dataclass
+class PromptSet:
+    source: Path
+    prompts: list[Prompt]
+    errors: list[str]  # every row that could not be used, as `file:line: reason`
+    num_rows: int  # usable rows before cycling
+
+
+def select_rows(rows: Sequence[ManifestRow], num_prompts: int | None, seed: int, shuffle: bool) -> list[ManifestRow]:
+    """Shuffles (with `seed`) unless told not to, then cycles to `num_prompts` rows."""
+    order = list(rows)
+    if not order:
+        return []
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    n = len(order) if num_prompts is None else num_prompts
+    return [order[i % len(order)] for i in range(n)]
+
+
+def load_prompts(
+    manifest: str | os.PathLike | None,
+    *,
+    num_prompts: int | None = None,
+    seed: int = 0,
+    shuffle: bool = True,
+    max_new_tokens: int | None = None,
+    allow_outside_paths: bool = False,
+) -> PromptSet:
+    """Reads the manifest (the shipped demo set when None) and builds one request per prompt.
+
+    Reference audio is loaded once per distinct row, before any timing.
+    Raises `omnicli.manifest.ManifestError` when the manifest cannot be read.
+    """
+    from omnicli.requests import InputError, request_from_row  # loads reference audio
+
+    if manifest is None:
+        from omnicli.datasets import demo_manifest_path
+
+        path = demo_manifest_path()
+        if num_prompts is None:
+            num_prompts = DEMO_NUM_PROMPTS
+    else:
+        path = Path(manifest)
+    parsed = read_manifest(path, allow_outside_paths=allow_outside_paths)
+    errors = [str(e) for e in parsed.errors]
+    usable: list[ManifestRow] = []
+    built = {}
+    for row in parsed.rows:
+        try:
+            built[row.utt] = request_from_row(row, max_new_tokens=max_new_tokens)
+        except InputError as exc:  # a bad reference; the message names file and line
+            errors.append(str(exc))
+            continue
+        usable.append(row)
+    chosen = select_rows(usable, num_prompts, seed, shuffle)
+    return PromptSet(source=path, prompts=[Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None) for r in chosen], errors=errors, num_rows=len(usable))

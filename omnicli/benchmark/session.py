@@ -1,0 +1,199 @@
+"""A benchmark session: for each profile, start an engine, warm it up, run every pass.
+
+A pass is one load shape (one concurrency value of a sweep, or the open-loop
+rate) run for `rounds` measured rounds over the same prompts. The engine is
+restarted between profiles and always closed, also on errors and Ctrl-C.
+Completed passes stay in `session.results` even when a later one fails, so a
+caller can still report them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
+
+from omnicli.benchmark.loadgen import LoadShape
+from omnicli.benchmark.metrics import RequestRecord
+from omnicli.benchmark.runner import Prompt, RoundResult, run_round
+from omnicli.engine.request import EngineStats
+
+
+class EngineStartError(RuntimeError):
+    """The engine for one profile could not be started."""
+
+    def __init__(self, profile_label: str, cause: BaseException):
+        super().__init__(f"engine for profile {profile_label!r} failed to start: {cause}")
+        self.profile_label = profile_label
+        self.cause = cause
+
+
+@dataclass
+class BenchPlan:
+    shapes: list[LoadShape]
+    rounds: int = 1
+    warmup_requests: int = 0  # run and discarded before the first pass of each engine
+    warmup_pass: bool = False  # a whole discarded pass of the first shape instead
+    keep_pcm: bool = False  # keep each request's audio (for --audio-out / --keep-failed)
+
+    def __post_init__(self) -> None:
+        if not self.shapes:
+            raise ValueError("a plan needs at least one load shape")
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1 (got {self.rounds})")
+        if self.warmup_requests < 0:
+            raise ValueError(f"warmup must be >= 0 (got {self.warmup_requests})")
+
+
+@dataclass
+class ProfileRun:
+    """A profile to benchmark and the label its results carry (`a`, `b`, or its name)."""
+
+    label: str
+    profile: Any  # ResolvedProfile
+
+
+@dataclass
+class PassResult:
+    profile: ProfileRun
+    shape: LoadShape
+    rounds: list[RoundResult]
+    sample_rate: int
+    model: str
+    device: str
+    started_at: str
+    num_prompts: int
+    warmup_requests: int = 0  # discarded requests run on this engine before this pass
+    warmup_failed: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile.label}/{self.shape.label}"
+
+    @property
+    def record_rounds(self) -> list[list[RequestRecord]]:
+        return [r.records for r in self.rounds]
+
+    @property
+    def stats(self) -> EngineStats:
+        total = EngineStats()
+        for r in self.rounds:
+            total = _plus(total, r.stats)
+        return total
+
+
+def _plus(a: EngineStats, b: EngineStats) -> EngineStats:
+    # EngineStats has minus() only; a - (0 - b) keeps the field list in one place.
+    return a.minus(EngineStats().minus(b))
+
+
+class BenchObserver:
+    """Progress hooks; the command renders them, tests record them. All optional."""
+
+    def engine_starting(self, run: ProfileRun) -> None: ...
+    def engine_started(self, run: ProfileRun, engine: Any) -> None: ...
+    def phase_start(self, description: str, total: int) -> None: ...
+    def request_done(self, record: RequestRecord) -> None: ...
+    def phase_end(self) -> None: ...
+    def round_done(self, run: ProfileRun, shape: LoadShape, index: int, result: RoundResult, engine: Any) -> None: ...
+    def warning(self, message: str) -> None: ...
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:
+    """The first `count` prompts, cycled when there are fewer."""
+    return [prompts[i % len(prompts)] for i in range(count)] if prompts else []
+
+
+class BenchSession:
+    def __init__(
+        self,
+        runs: Sequence[ProfileRun],
+        prompts: Sequence[Prompt],
+        plan: BenchPlan,
+        start_engine: Callable[[Any], Awaitable[Any]],
+        observer: BenchObserver | None = None,
+    ):
+        if not prompts:
+            raise ValueError("no prompts to benchmark")
+        self.runs = list(runs)
+        self.prompts = list(prompts)
+        self.plan = plan
+        self.start_engine = start_engine
+        self.observer = observer or BenchObserver()
+        self.results: list[PassResult] = []
+
+    async def run(self) -> list[PassResult]:
+        for index, run in enumerate(self.runs):
+            await self._run_profile(index, run)
+        return self.results
+
+    async def _run_profile(self, index: int, run: ProfileRun) -> None:
+        obs = self.observer
+        obs.engine_starting(run)
+        try:
+            engine = await self.start_engine(run.profile)
+        except Exception as exc:
+            raise EngineStartError(run.label, exc) from exc
+        try:
+            obs.engine_started(run, engine)
+            warm_n, warm_failed = await self._warmup(index, run, engine)
+            for shape in self.plan.shapes:
+                started_at = utc_now()
+                rounds = []
+                for r in range(self.plan.rounds):
+                    desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
+                    result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                    obs.round_done(run, shape, r, result, engine)
+                    for rec in result.records:  # audio was handed to round_done; free it
+                        rec.pcm = None
+                    rounds.append(result)
+                self.results.append(
+                    PassResult(
+                        profile=run,
+                        shape=shape,
+                        rounds=rounds,
+                        sample_rate=int(engine.sample_rate),
+                        model=str(getattr(engine, "model_name", "")),
+                        device=str(getattr(engine, "device", "")),
+                        started_at=started_at,
+                        num_prompts=len(self.prompts),
+                        warmup_requests=warm_n,
+                        warmup_failed=warm_failed,
+                    )
+                )
+                warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
+        finally:
+            try:
+                await engine.close()
+            except Exception as exc:  # never hide the original error behind a close failure
+                obs.warning(f"closing the engine of profile {run.label!r} failed: {exc}")
+
+    async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:
+        first = self.plan.shapes[0]
+        if self.plan.warmup_pass:
+            prompts = self.prompts
+            shape = first
+        elif self.plan.warmup_requests:
+            prompts = warmup_prompts(self.prompts, self.plan.warmup_requests)
+            # Warm the batch sizes the first pass will use, without an arrival schedule.
+            shape = LoadShape(concurrency=first.concurrency, seed=first.seed)
+        else:
+            return 0, 0
+        result = await self._phase(engine, f"{run.label} warmup", prompts, shape, f"p{index}-warmup", False)
+        failed = sum(1 for r in result.records if not r.ok)
+        if failed:
+            errors = sorted({r.error for r in result.records if r.error})
+            self.observer.warning(f"{failed} warmup request(s) failed ({'; '.join(errors[:3])})")
+        return len(result.records), failed
+
+    async def _phase(self, engine, description, prompts, shape, id_prefix, keep_pcm) -> RoundResult:
+        obs = self.observer
+        obs.phase_start(description, len(prompts))
+        try:
+            return await run_round(engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_done=obs.request_done)
+        finally:
+            obs.phase_end()

@@ -1,0 +1,1 @@
+"""Typer commands: parsing and printing only; the logic lives in the library."""

@@ -1,0 +1,346 @@
+"""`omni bench`: load benchmark with the engine embedded (parse options, print results).
+
+The measuring itself lives in `omnicli.benchmark`; this module turns options
+into a plan, renders progress and tables, and writes the result files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError
+from omnicli.commands.common import (
+    EXIT_ENGINE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+    EXIT_USAGE,
+    SetOption,
+    console,
+    err_console,
+    resolve_profile,
+)
+
+ProfilesOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file. "
+        "Repeat it to A/B several profiles on the same prompts.",
+        show_default="default",
+    ),
+]
+
+
+def parse_concurrency(text: str | None) -> list[int | None]:
+    """`"1,8,32"` -> [1, 8, 32]; None -> [None] (no cap)."""
+    if text is None:
+        return [None]
+    out: list[int | None] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1:
+            raise typer.BadParameter(f"{item!r} is not a positive integer", param_hint="--concurrency")
+        if int(item) not in out:
+            out.append(int(item))
+    if not out:
+        raise typer.BadParameter("no value given", param_hint="--concurrency")
+    return out
+
+
+def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]:
+    """Resolves each profile (a bad one exits 2) and gives each a unique label."""
+    from omnicli.benchmark.session import ProfileRun
+
+    runs, seen = [], {}
+    for spec in specs:
+        resolved = resolve_profile(spec, sets)
+        label = str(getattr(resolved, "name", None) or spec or "default")
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label = f"{label}#{seen[label]}"
+        runs.append(ProfileRun(label, resolved))
+    return runs
+
+
+class _ProgressObserver(BenchObserver):
+    """Renders session events: a live bar per phase, messages on stderr."""
+
+    def __init__(self, progress: Progress, outputs: Any):
+        self.progress = progress
+        self.outputs = outputs
+        self.task = None
+        self.failed = 0
+        self.warnings: list[str] = []
+
+    def engine_starting(self, run) -> None:
+        err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
+
+    def engine_started(self, run, engine) -> None:
+        err_console.print(
+            f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
+            f"{engine.sample_rate} Hz"
+        )
+
+    def phase_start(self, description: str, total: int) -> None:
+        self.failed = 0
+        self.task = self.progress.add_task(description, total=total, failed=0)
+
+    def request_done(self, record) -> None:
+        if self.task is None:
+            return
+        self.failed += 1 if record.error else 0
+        self.progress.update(self.task, advance=1, failed=self.failed)
+
+    def phase_end(self) -> None:
+        self.task = None
+
+    def round_done(self, run, shape, index, result, engine) -> None:
+        self.outputs.handle(run, shape, index, result, engine)
+
+    def warning(self, message: str) -> None:
+        self.warnings.append(message)
+        err_console.print(f"[yellow]warning:[/yellow] {message}")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[red]{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+def _run_session(session: BenchSession) -> tuple[bool, BaseException | None]:
+    """Runs the session; returns (interrupted, engine error). Ctrl-C and SIGTERM cancel cleanly."""
+    from omnicli.engine.request import EngineError
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        try:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+        await session.run()
+
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return True, None
+    except (EngineStartError, EngineError) as exc:  # reported by the caller with the partial results
+        return False, exc
+    return False, None
+
+
+def bench(
+    manifest_arg: Annotated[
+        Optional[Path],
+        typer.Argument(
+            metavar="MANIFEST",
+            help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text) or JSONL manifest. "
+            "Default: the shipped demo set, cycled to --num-prompts.",
+            show_default=False,
+        ),
+    ] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Same as the MANIFEST argument.")] = None,
+    num_prompts: Annotated[
+        Optional[int],
+        typer.Option("--num-prompts", "-n", min=1, help="Requests per measured pass; prompts cycle when the manifest has fewer.",
+                     show_default="all rows; 32 for the demo set"),
+    ] = None,
+    concurrency: Annotated[
+        Optional[str],
+        typer.Option("--concurrency", "-c", help="Closed loop: at most N requests in flight. A list (1,8,32,128) runs a sweep, "
+                     "one fresh measured pass per value.", show_default="1, or no cap with --request-rate"),
+    ] = None,
+    request_rate: Annotated[
+        Optional[float],
+        typer.Option("--request-rate", "-r", help="Open loop: mean arrivals per second (Poisson at burstiness 1); inf submits all at once."),
+    ] = None,
+    burstiness: Annotated[
+        float,
+        typer.Option("--burstiness", help="Gamma shape of the inter-arrival times, as vLLM: 1 Poisson, <1 burstier, >1 steadier."),
+    ] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for prompt shuffling and arrival times.")] = 0,
+    disable_shuffle: Annotated[bool, typer.Option("--disable-shuffle", help="Keep the manifest order.")] = False,
+    max_new_tokens: Annotated[
+        Optional[int], typer.Option("--max-new-tokens", min=1, help="Talker token cap per request.", show_default="profile")
+    ] = None,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Requests run and discarded before measuring (per engine).")] = 0,
+    warmup_pass: Annotated[bool, typer.Option("--warmup-pass", help="Run a whole discarded pass before measuring.")] = False,
+    rounds: Annotated[
+        int, typer.Option("--rounds", min=1, help="Measured passes per load shape, pooled (total audio s / total duration).")
+    ] = 1,
+    metric_percentiles: Annotated[str, typer.Option("--metric-percentiles", help="Percentiles to report, comma-separated.")] = "50,90,99",
+    profile: ProfilesOption = None,
+    compare: Annotated[
+        Optional[list[str]],
+        typer.Option("--compare", help="A profile to A/B against the --profile one(s) (repeatable): same prompts, engine restarted."),
+    ] = None,
+    set_: SetOption = None,
+    result_dir: Annotated[Optional[Path], typer.Option("--result-dir", help="Write the JSON result into this folder.")] = None,
+    result_filename: Annotated[
+        Optional[str], typer.Option("--result-filename", help="Result file name.", show_default="omni-bench-<time>.json")
+    ] = None,
+    save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Add per-request lists to the result.")] = False,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot (sweep curves or latency histograms).")] = None,
+    audio_out: Annotated[
+        Optional[Path], typer.Option("--audio-out", help="Keep measured audio as DIR/<utt>.wav (for omni eval-wer).")
+    ] = None,
+    keep_failed: Annotated[
+        Optional[Path],
+        typer.Option("--keep-failed", help="Retain failed or suspect audio here (default: $OMNI_FAILED_SPEECH_AUDIO_DIR)."),
+    ] = None,
+    allow_outside_paths: Annotated[
+        bool, typer.Option("--allow-outside-paths", help="Allow manifest audio paths outside the manifest's folder.")
+    ] = False,
+) -> None:
+    """Measure first-audio latency, real-time factor and audio throughput of the embedded engine.
+
+    Same metrics and names as `vllm bench serve --omni` (audio_ttfp, e2el,
+    audio_rtf, audio_throughput, ...). Exit codes: 0 all requests completed,
+    1 some failed, 2 bad usage or input, 3 the engine failed, 130 interrupted.
+    """
+    from omnicli.benchmark.loadgen import LoadShape
+    from omnicli.benchmark.metrics import parse_percentiles
+    from omnicli.benchmark.session import BenchPlan
+
+    # --- options -> plan (usage errors exit 2) ---
+    if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
+        raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
+    manifest = manifest or manifest_arg
+    try:
+        percentiles = parse_percentiles(metric_percentiles)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metric-percentiles") from None
+    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
+        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
+    if warmup and warmup_pass:
+        raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
+    if not (math.isfinite(burstiness) and burstiness > 0):
+        raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
+    rate = math.inf if request_rate is None else request_rate
+    levels = parse_concurrency(concurrency if concurrency is not None or request_rate is not None else "1")
+    shapes = [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
+    specs: list[str | None] = list(profile or [None]) + list(compare or [])
+    runs = label_profiles(specs, set_)
+
+    # --- prompts (bad input exits 2; reference audio is loaded before any timing) ---
+    from omnicli.benchmark.prompts import load_prompts
+    from omnicli.manifest import ManifestError
+
+    try:
+        prompt_set = load_prompts(
+            manifest, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
+            max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
+        )
+    except (ManifestError, FileNotFoundError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if prompt_set.errors:
+        err_console.print(f"[red]error:[/red] {len(prompt_set.errors)} unusable row(s) in {prompt_set.source}:")
+        for line in prompt_set.errors[:20]:
+            err_console.print(f"  {line}")
+        if len(prompt_set.errors) > 20:
+            err_console.print(f"  ... and {len(prompt_set.errors) - 20} more")
+        err_console.print("fix or remove them: a benchmark over a silently reduced prompt set would mislead")
+        raise typer.Exit(EXIT_USAGE)
+    if not prompt_set.prompts:
+        err_console.print(f"[red]error:[/red] {prompt_set.source}: no prompts")
+        raise typer.Exit(EXIT_USAGE)
+
+    from omnicli.benchmark.outputs import RoundOutputs
+    from omnicli.retention import Retainer
+
+    outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
+    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    err_console.print(
+        f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
+        f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
+    )
+    results, interrupted, error = _execute(runs, prompt_set.prompts, plan, outputs)
+
+    # --- report whatever completed ---
+    code = _report(results, percentiles, started_at, save_detailed, result_dir, result_filename, plot)
+    if outputs.audio_dir is not None:
+        err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
+    if outputs.retainer is not None and outputs.retained:
+        err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
+    if interrupted:
+        err_console.print("[yellow]interrupted[/yellow]; the engine was closed")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if error is not None:
+        prefix = "error" if isinstance(error, EngineStartError) else "engine failed"
+        err_console.print(f"[red]{prefix}:[/red] {error}")
+        raise typer.Exit(EXIT_ENGINE)
+    raise typer.Exit(code)
+
+
+async def _start_engine(resolved):
+    from omnicli.engine import Engine  # heavy (vLLM): imported only when needed
+
+    return await Engine.start(resolved)
+
+
+def _execute(runs, prompts, plan, outputs):
+    with _progress() as progress:
+        observer = _ProgressObserver(progress, outputs)
+        outputs.warn = observer.warning
+        session = BenchSession(runs, prompts, plan, _start_engine, observer)
+        interrupted, error = _run_session(session)
+    return session.results, interrupted, error
+
+
+def _report(results, percentiles, started_at, detailed, result_dir, result_filename, plot) -> int:
+    """Prints the tables, writes the JSON and plot; returns 0 or 1 (some failed)."""
+    from omnicli.atomic import write_json_atomic
+    from omnicli.benchmark.metrics import detailed_lists
+    from omnicli.benchmark.report import build_document, build_run, comparison_tables, machine_facts, results_table
+
+    if not results:
+        return EXIT_OK
+    machine = machine_facts(results[0].device)
+    runs = [build_run(r, percentiles=percentiles, detailed=detailed, machine=machine) for r in results]
+    console.print(results_table(runs, percentiles))
+    if len({r["profile_label"] for r in runs}) > 1:
+        for table in comparison_tables(runs, percentiles):
+            console.print(table)
+    failed = [f for run in runs for f in run["failures"]]
+    if failed:
+        console.print(f"[red]{len(failed)} failed request(s):[/red]")
+        for f in failed[:20]:
+            console.print(f"  {f['utt']} ({f['request_id']}): {f['error']}")
+        if len(failed) > 20:
+            console.print(f"  ... and {len(failed) - 20} more (see the result file)")
+    empty = sum(r["num_empty_audio"] for r in runs)
+    if empty:
+        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] (excluded from latency statistics)")
+    if result_dir is not None or result_filename is not None:
+        name = result_filename or f"omni-bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+        path = (result_dir or Path(".")) / name
+        write_json_atomic(path, build_document(runs, started_at, percentiles))
+        console.print(f"results: {path}")
+    if plot is not None:
+        from omnicli.benchmark.plot import plot_results
+
+        details = [detailed_lists(r.record_rounds) for r in results]
+        console.print(f"plot: {plot_results(runs, details, plot)}")
+    return EXIT_SOME_FAILED if failed else EXIT_OK

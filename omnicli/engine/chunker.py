@@ -1,0 +1,43 @@
+"""Groups a request's codec frames into the chunks stage 1 decodes.
+
+Sizes: the first chunk after `initial_codec_chunk_frames`, then every
+`codec_chunk_frames`. A `codec_chunk_ramp` such as [1, 4, 15] replaces the
+first sizes (its first entry overrides the initial size). Each request has
+its own Chunker, so requests advance through the ramp independently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class Chunker:
+    def __init__(self, num_codebooks: int, initial_frames: int, chunk_frames: int, ramp: Sequence[int] | None = None):
+        if initial_frames < 1 or chunk_frames < 1 or (ramp is not None and (not ramp or min(ramp) < 1)):
+            raise ValueError("chunk sizes must be >= 1")
+        self._sizes = list(ramp) if ramp else [initial_frames]
+        self._steady = chunk_frames
+        self._buf = np.zeros((0, num_codebooks), dtype=np.int64)
+        self.chunks_emitted = 0
+
+    def next_size(self) -> int:
+        return self._sizes[self.chunks_emitted] if self.chunks_emitted < len(self._sizes) else self._steady
+
+    def feed(self, frames: np.ndarray) -> list[np.ndarray]:
+        """Adds frames (n, K); returns every chunk that became complete."""
+        self._buf = np.concatenate([self._buf, frames]) if len(self._buf) else frames
+        out = []
+        while len(self._buf) >= (size := self.next_size()):
+            out.append(self._buf[:size])
+            self._buf = self._buf[size:]
+            self.chunks_emitted += 1
+        return out
+
+    def flush(self) -> np.ndarray:
+        """The final partial chunk (possibly empty: then it is a bare terminal message)."""
+        rest, self._buf = self._buf, self._buf[:0]
+        if len(rest):
+            self.chunks_emitted += 1
+        return rest

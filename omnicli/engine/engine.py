@@ -1,0 +1,249 @@
+"""The multi-stage TTS engine: talker (vLLM) -> chunker -> streaming codec.
+
+    engine = await Engine.start(resolved_profile)
+    async for chunk in engine.generate(request):   # AudioChunk(pcm, is_last, t)
+        ...
+    await engine.close()
+
+One asyncio task per request pumps talker tokens through its Chunker into
+the codec stage; the codec thread hands PCM back into a per-request queue,
+which `generate` turns into AudioChunks. Nothing outside this package
+touches the stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from omnicli.engine.chunker import Chunker
+from omnicli.engine.codec_runner import CodecRunner
+from omnicli.engine.codec_scheduler import CodecScheduler
+from omnicli.engine.codec_stage import CodecStage
+from omnicli.engine.models import load_model
+from omnicli.engine.ref_cache import ReferenceCache
+from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.talker import Talker
+
+log = logging.getLogger(__name__)
+
+_HEALTH_CHECK_S = 0.5  # how often a waiting request checks that both stages are alive
+
+
+class Engine:
+    def __init__(self, resolved, adapter, talker: Talker, codec: CodecStage, refs: ReferenceCache, pool: ThreadPoolExecutor):
+        self.resolved = resolved
+        self.profile = resolved.profile
+        self.adapter = adapter
+        self.talker = talker
+        self.codec = codec
+        self.refs = refs
+        self._pool = pool
+        self._loop = asyncio.get_running_loop()
+        self._outputs: dict[str, asyncio.Queue] = {}
+        self._ids = itertools.count()
+        self._closed = False
+        self.sample_rate = adapter.sample_rate
+        self.channels = adapter.channels
+        self.model_name = adapter.name
+        self.device = resolved.platform
+        self.startup_seconds = 0.0
+
+    # -- life cycle ------------------------------------------------------------
+    @classmethod
+    async def start(cls, resolved) -> "Engine":
+        """Builds every stage from a resolved profile; on failure nothing is left running."""
+        t0 = time.perf_counter()
+        profile = resolved.profile
+        cfg = profile.codec
+        device = "cuda" if resolved.platform == "cuda" else "cpu"
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="omni-ref-encoder")
+        talker = codec = None
+        try:
+            seed = profile.model_options.get("seed")
+            adapter = await loop.run_in_executor(pool, lambda: load_model(profile.model, seed=seed, codec_dtype=cfg.dtype))
+            adapter.codec.to(device)
+            chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
+            runner = CodecRunner(
+                adapter.codec.decoder,
+                cfg.max_num_seqs,
+                max_chunk_frames=max(chunk_sizes),
+                ring_headroom=cfg.codec_ring_headroom,
+                contexts=cfg.layer_contexts,
+                backend=cfg.codec_attention_backend,
+                capture_sizes=cfg.capture_sizes,
+                device=device,
+            )
+            scheduler = CodecScheduler(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
+            refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
+            holder: list[Engine] = []
+            codec = CodecStage(
+                runner,
+                scheduler,
+                lambda *a: holder[0]._deliver_threadsafe(*a),
+                policy=cfg.generation_coalescing_policy,
+                threads=cfg.threads,
+                pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
+            )
+            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), profile.talker, platform=resolved.platform, seed=profile.seed)
+            engine = cls(resolved, adapter, talker, codec, refs, pool)
+            holder.append(engine)
+            codec.start()
+        except BaseException as exc:
+            if talker is not None:
+                talker.shutdown()
+            pool.shutdown(wait=False)
+            if isinstance(exc, (EngineError, asyncio.CancelledError, KeyboardInterrupt)):
+                raise
+            raise EngineError(f"engine failed to start: {type(exc).__name__}: {exc}") from exc
+        engine.startup_seconds = time.perf_counter() - t0
+        log.info("engine ready in %.1fs", engine.startup_seconds)
+        return engine
+
+    async def close(self) -> None:
+        """Stops every stage and process; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        for q in self._outputs.values():
+            q.put_nowait((np.zeros(0, np.float32), True, "engine closed"))
+        self.codec.close()
+        self.talker.shutdown()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> "Engine":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # -- requests --------------------------------------------------------------
+    async def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]:
+        """Streams one request's audio; raises RequestFailed after any delivered audio."""
+        if self._closed:
+            raise EngineError("engine is closed")
+        info = RequestInfo(submitted_at=time.perf_counter())
+        rid = f"{request.request_id}#{next(self._ids)}"  # unique even when a caller repeats ids
+        if (problem := self.adapter.check_text(request.text)) is not None:
+            raise RequestFailed(request.request_id, problem, info)
+        ref_codes = await self._reference_codes(request, info)
+        prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes)
+        target = self.adapter.target_tokens(request.text)
+        cap = request.max_new_tokens or self.profile.talker.max_new_tokens
+        max_tokens = min(target, cap)
+        info.finish_reason = "length" if cap < target else "stop"
+        info.prompt_tokens = len(prompt)
+        limit = self.profile.talker.max_model_len
+        if len(prompt) + max_tokens > limit:
+            raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
+
+        outputs: asyncio.Queue = asyncio.Queue()
+        self._outputs[rid] = outputs
+        self.codec.open(rid)
+        pump = asyncio.create_task(self._pump(rid, prompt, max_tokens, request.seed, info))
+        try:
+            async for chunk in self._drain(request.request_id, rid, outputs, info):
+                yield chunk
+        finally:
+            pump.cancel()
+            self._outputs.pop(rid, None)
+            self.codec.cancel(rid)  # frees the slot if the request did not finish cleanly
+
+    async def _reference_codes(self, request: TTSRequest, info: RequestInfo) -> np.ndarray | None:
+        if request.ref_audio is None:
+            return None
+        if not request.ref_sample_rate:
+            raise RequestFailed(request.request_id, "reference audio given without its sample rate", info)
+        pcm = self.refs.prepare(request.ref_audio, request.ref_sample_rate)
+        if pcm.size == 0:
+            raise RequestFailed(request.request_id, "reference audio has no samples", info)
+        key = self.refs.key(pcm)
+        codes = self.refs.lookup(key)
+        info.ref_cache = "hot" if codes is not None else "cold"
+        if codes is None:
+            codes = await self._loop.run_in_executor(self._pool, self.refs.encode, key, pcm)
+        return codes
+
+    async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
+        """Talker tokens -> whole frames -> chunks -> codec stage."""
+        cfg = self.profile.codec
+        k = self.adapter.num_codebooks
+        chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
+        pending: list[int] = []
+        try:
+            async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
+                info.talker_tokens += len(delta.token_ids)
+                pending.extend(delta.token_ids)
+                whole = len(pending) // k * k
+                if whole:
+                    frames = self.adapter.tokens_to_codes(np.asarray(pending[:whole]))
+                    del pending[:whole]
+                    info.codec_frames += len(frames)
+                    for chunk in chunker.feed(frames):
+                        self.codec.submit(rid, chunk, False)
+            self.codec.submit(rid, chunker.flush(), True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the talker failed this request: end it with one error
+            self._deliver(rid, np.zeros(0, np.float32), True, f"talker failed: {type(exc).__name__}: {exc}")
+
+    async def _drain(self, request_id: str, rid: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
+        timeout = self.profile.stage_timeout_s
+        idle_since = time.perf_counter()
+        while True:
+            try:
+                pcm, is_last, error = await asyncio.wait_for(outputs.get(), _HEALTH_CHECK_S)
+            except asyncio.TimeoutError:
+                if problem := self._health_problem(time.perf_counter() - idle_since, timeout):
+                    raise RequestFailed(request_id, problem, info) from None
+                continue
+            idle_since = time.perf_counter()
+            if error is not None:
+                if len(pcm):
+                    yield AudioChunk(pcm, False, time.perf_counter())
+                raise RequestFailed(request_id, error, info)
+            if len(pcm) or is_last:
+                yield AudioChunk(pcm, is_last, time.perf_counter(), info if is_last else None)
+            if is_last:
+                return
+
+    def _health_problem(self, idle_s: float, timeout: float) -> str | None:
+        if not self.codec.alive:
+            return f"codec stage stopped: {self.codec.failure!r}"
+        if self.talker.errored():
+            return "talker (vLLM engine core) died"
+        if idle_s > timeout:
+            return f"no audio for {idle_s:.0f}s (stage_timeout_s={timeout:g}): a stage stopped responding"
+        return None
+
+    def _deliver(self, rid: str, pcm: np.ndarray, is_last: bool, error: str | None) -> None:
+        q = self._outputs.get(rid)
+        if q is not None:
+            q.put_nowait((pcm, is_last, error))
+
+    def _deliver_threadsafe(self, rid: str, pcm: np.ndarray, is_last: bool, error: str | None) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._deliver, rid, pcm, is_last, error)
+
+    # -- figures -----------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            talker_tokens=self.talker.tokens_generated,
+            talker_time_s=self.talker.busy_seconds_now(),
+            codec_steps=self.codec.steps,
+            codec_rows=self.codec.rows,
+            codec_frames=self.codec.frames,
+            codec_compute_s=self.codec.compute_s,
+            coalescing_waits=self.codec.scheduler.coalescing_waits,
+            coalescing_wait_ms=self.codec.scheduler.coalescing_wait_s * 1000.0,
+            ref_hot=self.refs.hot,
+            ref_cold=self.refs.cold,
+            extra={"codec_ring_headroom": self.profile.codec.codec_ring_headroom},
+        )

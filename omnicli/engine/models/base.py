@@ -1,0 +1,51 @@
+"""The model-family adapter: everything the engine needs to know about a model.
+
+An adapter says how to build the talker prompt, how talker tokens map to
+codec codes, when generation stops, and gives the codec that turns codes
+into PCM. Real families (Qwen3-TTS, MOSS-TTS, ...) slot in by implementing
+this class; the engine never looks inside a model otherwise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+from omnicli.engine.models.codec import StreamingCodec
+
+
+class ModelAdapter(ABC):
+    name: str
+    sample_rate: int
+    channels: int = 1
+    frame_rate: float
+    num_codebooks: int
+    max_text_bytes: int
+
+    talker_path: Path  # a Hugging Face style folder vLLM can load
+    codec: StreamingCodec
+
+    @abstractmethod
+    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
+        """Token ids that prompt the talker for `text` in the reference's voice."""
+
+    @abstractmethod
+    def allowed_token_ids(self) -> list[int]:
+        """Token ids the talker may sample (the codec tokens)."""
+
+    @abstractmethod
+    def tokens_to_codes(self, token_ids: np.ndarray) -> np.ndarray:
+        """Talker tokens of whole frames (len % num_codebooks == 0) -> codes (frames, K)."""
+
+    @abstractmethod
+    def target_tokens(self, text: str) -> int:
+        """The stop rule: how many talker tokens a complete utterance of `text` has."""
+
+    def check_text(self, text: str) -> str | None:
+        """Why `text` cannot be synthesised, or None."""
+        size = len(text.encode("utf-8"))
+        if size > self.max_text_bytes:
+            return f"text is {size} bytes long; {self.name} accepts at most {self.max_text_bytes}"
+        return None

@@ -1,0 +1,113 @@
+"""What goes into the engine and what comes out of it.
+
+These types are the whole contract between the toolkit and the engine:
+the toolkit builds `TTSRequest`s, iterates `AudioChunk`s and reads the
+`RequestInfo` carried by the last chunk. A failed request raises
+`RequestFailed` after yielding whatever audio was already delivered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass
+class TTSRequest:
+    """One utterance to synthesize.
+
+    `ref_audio` is float32 PCM of shape (samples,) or (samples, channels) at
+    `ref_sample_rate`; the engine converts it to what the codec needs.
+    """
+
+    request_id: str
+    text: str
+    ref_audio: np.ndarray | None = None
+    ref_sample_rate: int | None = None
+    ref_text: str = ""
+    max_new_tokens: int | None = None  # talker token cap; None = profile default
+    seed: int | None = None
+
+
+@dataclass
+class RequestInfo:
+    """Per-request facts known when the request ends (carried by the last chunk)."""
+
+    finish_reason: FinishReason = "stop"
+    ref_cache: Literal["hot", "cold", "none"] = "none"
+    prompt_tokens: int = 0
+    talker_tokens: int = 0
+    codec_frames: int = 0
+    submitted_at: float = 0.0  # perf_counter() when the engine accepted it
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class AudioChunk:
+    """A piece of PCM delivered to the caller.
+
+    `pcm` is float32, shape (samples,) for mono or (samples, channels).
+    `t` is `time.perf_counter()` when the chunk was handed to the caller.
+    The last chunk of a request has `is_last=True` (it may hold no samples)
+    and carries `info`.
+    """
+
+    pcm: np.ndarray
+    is_last: bool
+    t: float
+    info: RequestInfo | None = None
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.pcm.shape[0])
+
+
+class RequestFailed(RuntimeError):
+    """A request ended with an error; other requests are unaffected."""
+
+    def __init__(self, request_id: str, reason: str, info: RequestInfo | None = None):
+        super().__init__(f"request {request_id}: {reason}")
+        self.request_id = request_id
+        self.reason = reason
+        self.info = info or RequestInfo()
+
+
+class EngineError(RuntimeError):
+    """The engine cannot start or has stopped working; no request can proceed."""
+
+
+@dataclass
+class EngineStats:
+    """Counters the stages keep for benchmarks (monotonic; diff two snapshots)."""
+
+    talker_tokens: int = 0
+    talker_time_s: float = 0.0  # wall time the talker had requests in flight
+    codec_steps: int = 0
+    codec_rows: int = 0  # request-chunks executed (sum of batch sizes)
+    codec_frames: int = 0
+    codec_compute_s: float = 0.0
+    coalescing_waits: int = 0
+    coalescing_wait_ms: float = 0.0
+    ref_hot: int = 0
+    ref_cold: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def minus(self, earlier: "EngineStats") -> "EngineStats":
+        out = EngineStats()
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                setattr(out, f.name, getattr(self, f.name) - getattr(earlier, f.name))
+        return out
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["mean_codec_batch_size"] = self.codec_rows / self.codec_steps if self.codec_steps else 0.0
+        d["talker_tokens_per_s"] = self.talker_tokens / self.talker_time_s if self.talker_time_s else 0.0
+        return d

@@ -1,0 +1,153 @@
+"""Stage 0: the talker LM on stock vLLM (`AsyncLLM`, token-id prompts, DELTA streaming).
+
+vLLM runs its engine core in its own process; this module only configures
+it from the profile, submits token-id prompts and streams back new tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from omnicli.engine.request import EngineError
+
+log = logging.getLogger(__name__)
+
+GiB = 1 << 30
+
+
+@dataclass
+class TalkerDelta:
+    token_ids: list[int]
+    finished: bool
+    finish_reason: str | None = None
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]):
+    """Sets environment variables for the engine-core process we spawn, then restores them."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class Talker:
+    def __init__(self, llm, allowed_token_ids: list[int], cfg):
+        self._llm = llm
+        self._allowed = allowed_token_ids
+        self._cfg = cfg
+        self.tokens_generated = 0
+        self._in_flight = 0
+        self._busy_since = 0.0
+        self.busy_seconds = 0.0  # wall time with at least one request in flight
+
+    @classmethod
+    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int) -> "Talker":
+        """Starts vLLM's engine for `model_path` with the profile's talker section `cfg`."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        kwargs = dict(
+            model=model_path,
+            skip_tokenizer_init=True,
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=max(cfg.max_num_batched_tokens, cfg.max_model_len),
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
+            dtype=cfg.dtype,
+            seed=seed,
+            disable_log_stats=True,
+        )
+        if platform == "cpu":
+            kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_space_gb * GiB)
+        else:
+            kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+            if cfg.cudagraph_capture_sizes:
+                kwargs["compilation_config"] = {"cudagraph_capture_sizes": list(cfg.cudagraph_capture_sizes)}
+        env = {
+            # Explicit either way: vLLM otherwise picks a runner by itself.
+            "VLLM_USE_V2_MODEL_RUNNER": "1" if cfg.model_runner == "v2" else "0",
+            "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        }
+        if platform == "cpu":
+            # No core pinning (machines are shared); the thread count bounds the talker.
+            env.update(VLLM_CPU_OMP_THREADS_BIND="nobind", OMP_NUM_THREADS=str(cfg.threads))
+        t0 = time.perf_counter()
+        try:
+            with _env(env):
+                llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        except Exception as exc:  # vLLM raises many types; the user needs one clear message
+            raise EngineError(f"the talker (vLLM) failed to start for {model_path}: {type(exc).__name__}: {exc}") from exc
+        log.info("talker started in %.1fs", time.perf_counter() - t0)
+        return cls(llm, allowed_token_ids, cfg)
+
+    def _sampling_params(self, max_tokens: int, seed: int | None):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        cfg = self._cfg
+        return SamplingParams(
+            max_tokens=max_tokens,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k,
+            top_p=cfg.top_p,
+            repetition_penalty=cfg.repetition_penalty,
+            seed=seed,
+            allowed_token_ids=self._allowed,
+            ignore_eos=True,  # the stop rule is the token budget (see the model adapter)
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+
+    async def generate(self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None) -> AsyncIterator[TalkerDelta]:
+        params = self._sampling_params(max_tokens, seed)
+        self._enter()
+        try:
+            async for out in self._llm.generate({"prompt_token_ids": prompt}, params, request_id=request_id):
+                completion = out.outputs[0]
+                ids = list(completion.token_ids)
+                self.tokens_generated += len(ids)
+                yield TalkerDelta(ids, out.finished, completion.finish_reason)
+        finally:
+            self._exit()
+
+    def _enter(self) -> None:
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+
+    def _exit(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self.busy_seconds += time.perf_counter() - self._busy_since
+
+    def busy_seconds_now(self) -> float:
+        extra = time.perf_counter() - self._busy_since if self._in_flight else 0.0
+        return self.busy_seconds + extra
+
+    def errored(self) -> bool:
+        return self._llm is None or bool(getattr(self._llm, "errored", False))
+
+    def shutdown(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+        with contextlib.suppress(Exception):
+            llm.shutdown()
+        # AsyncLLM.__del__ calls shutdown() again, which fails noisily when it
+        # runs during interpreter teardown; it has nothing left to do.
+        llm.shutdown = lambda *args, **kwargs: None
+        del llm
+        gc.collect()

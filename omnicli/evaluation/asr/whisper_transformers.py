@@ -1,0 +1,63 @@
+"""transformers Whisper: the pipeline seed-tts-eval's run_wer.py itself uses."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from omnicli.evaluation.asr.base import SAMPLE_RATE, AsrBackend, AsrError, AsrSetupError
+
+
+class TransformersWhisperBackend(AsrBackend):
+    """`WhisperProcessor` (pads/cuts to 30 s) + `generate`, greedy
+    (num_beams 1, no sampling), language and task forced, fp32 as in
+    seed-tts-eval. Loaded with `local_files_only=True`."""
+
+    backend = "transformers"
+
+    def __init__(self, *, model: str, language: str, device: str, max_new_tokens: int | None = None):
+        super().__init__(model=model, language=language, device=device, max_new_tokens=max_new_tokens)
+        try:
+            import torch
+            from transformers import WhisperForConditionalGeneration, WhisperProcessor
+        except Exception as exc:  # e.g. a torchvision built for another torch breaks the import
+            raise AsrSetupError(f"transformers cannot be imported here: {exc}") from exc
+        try:
+            self._processor = WhisperProcessor.from_pretrained(model, local_files_only=True)
+            self._model = WhisperForConditionalGeneration.from_pretrained(
+                model, local_files_only=True, dtype=torch.float32
+            ).to(device)
+        except Exception as exc:
+            raise AsrError(f"transformers could not load Whisper from {model}: {exc}") from exc
+        self._model.eval()
+
+    def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+        import torch
+
+        inputs = self._processor(
+            [np.asarray(clip, dtype=np.float32) for clip in clips], sampling_rate=SAMPLE_RATE, return_tensors="pt"
+        )
+        features = inputs.input_features.to(self.device, dtype=self._model.dtype)
+        kwargs = {"max_new_tokens": self.max_new_tokens} if self.max_new_tokens else {}
+        with torch.inference_mode():
+            ids = self._model.generate(
+                features, language=self.language, task="transcribe", num_beams=1, do_sample=False, **kwargs
+            )
+        return [text.strip() for text in self._processor.batch_decode(ids, skip_special_tokens=True)]
+
+    def decoding_settings(self) -> dict:
+        return {
+            "search": "greedy",
+            "temperature": 0.0,
+            "temperature_fallback": False,
+            "beam_size": 1,
+            "best_of": 1,
+            "condition_on_previous_text": False,
+            "without_timestamps": True,
+            "window_s": 30.0,
+            "max_new_tokens": self.max_new_tokens or "generation_config default",
+            "dtype": "float32",
+        }
+
+

@@ -1,0 +1,106 @@
+"""Per-utterance results of eval-wer and the files they are written to."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from omnicli.atomic import write_json_atomic, write_text_atomic
+from omnicli.evaluation.wer import UttScore
+
+# Status of one utterance. Only OK is scored.
+OK = "ok"
+MISSING = "missing"  # no GEN/<utt>.wav (or, with --transcripts, no transcript)
+EMPTY_AUDIO = "empty_audio"  # the wav holds no samples
+UNREADABLE = "unreadable"  # the wav cannot be decoded
+ASR_ERROR = "asr_error"  # the ASR backend raised on this clip
+ASR_EMPTY = "asr_empty"  # the transcript has no words after normalisation
+EMPTY_REFERENCE = "empty_reference"  # the manifest text has no words after normalisation
+FAILED_STATUSES = (EMPTY_AUDIO, UNREADABLE, ASR_ERROR, ASR_EMPTY, EMPTY_REFERENCE)
+# Rows with these statuses never got a transcript (hyp is null / empty in the TSV).
+NO_TRANSCRIPT_STATUSES = (MISSING, EMPTY_AUDIO, UNREADABLE, ASR_ERROR)
+
+RESULTS_TSV = "wer_results.tsv"
+RESULTS_JSONL = "wer_results.jsonl"
+SUMMARY_JSON = "wer_summary.json"
+
+# The seed-tts-eval columns first, then ours.
+TSV_COLUMNS = (
+    "utt", "wer", "ref", "hyp", "ins", "del", "sub", "status",
+    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "reasons", "retained", "error",
+)
+
+
+@dataclass
+class UttResult:
+    utt: str
+    ref: str
+    status: str
+    hyp: str | None = None
+    wer: float | None = None
+    ins: float | None = None
+    dele: float | None = None
+    sub: float | None = None
+    substitutions: int | None = None
+    deletions: int | None = None
+    insertions: int | None = None
+    ref_words: int | None = None
+    ref_norm: str | None = None
+    hyp_norm: str | None = None
+    audio_s: float | None = None  # duration of the generated audio
+    over_30s: bool = False  # longer than Whisper's 30 s window
+    truncated: bool = False  # cut to the first 30 s before ASR (what the backend saw)
+    asr_s: float | None = None  # ASR wall time, the batch's time shared evenly
+    reasons: list[str] = field(default_factory=list)  # retention reasons (asr_mismatch, asr_empty)
+    retained: str | None = None  # path of the retained wav, when retention is on
+    error: str | None = None
+    score: UttScore | None = field(default=None, repr=False)  # set when scored (also for asr_empty)
+
+    @property
+    def scored(self) -> bool:
+        return self.status == OK
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
+
+    def to_dict(self) -> dict:
+        """JSON row; keys in TSV order (`del` spelled out as in seed-tts-eval)."""
+        values = {
+            "utt": self.utt, "wer": self.wer, "ref": self.ref, "hyp": self.hyp, "ins": self.ins,
+            "del": self.dele, "sub": self.sub, "status": self.status, "ref_norm": self.ref_norm,
+            "hyp_norm": self.hyp_norm, "ref_words": self.ref_words, "audio_s": self.audio_s,
+            "over_30s": self.over_30s, "truncated": self.truncated, "asr_s": self.asr_s,
+            "reasons": list(self.reasons), "retained": self.retained, "error": self.error,
+        }
+        values.update(substitutions=self.substitutions, deletions=self.deletions, insertions=self.insertions)
+        return values
+
+
+def _tsv_cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        value = ",".join(value)
+    # One row per line: tabs and line breaks inside texts become spaces (the JSONL keeps them).
+    return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
+
+
+def write_results(out_dir: str | os.PathLike, results: Iterable[UttResult], summary: dict) -> dict[str, Path]:
+    """Writes wer_results.tsv, wer_results.jsonl and wer_summary.json atomically."""
+    out = Path(out_dir)
+    rows = [r.to_dict() for r in results]
+    tsv = "\t".join(TSV_COLUMNS) + "\n" + "".join(
+        "\t".join(_tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
+    )
+    jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    return {
+        "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
+        "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),
+        "summary": write_json_atomic(out / SUMMARY_JSON, summary),
+    }

@@ -1,0 +1,313 @@
+"""Evaluate a folder of generated speech against a manifest (METRICS.md, "WER").
+
+`evaluate` transcribes GEN/<utt>.wav for each manifest row (or takes cached
+transcripts), scores it, retains suspect ASR inputs and returns one
+`UttResult` per row in manifest order; `build_summary` turns them into the
+summary JSON. Every row ends with a status: nothing is silently skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import soundfile as sf
+
+from omnicli import __version__
+from omnicli.audio import AudioError, load_audio, load_mono, resample, to_mono
+from omnicli.evaluation import results as st
+from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_SAMPLES, WINDOW_S, AsrBackend
+from omnicli.evaluation.normalize import normalize_text
+from omnicli.evaluation.results import UttResult
+from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
+from omnicli.retention import ASR_EMPTY, ASR_MISMATCH, Retainer
+
+log = logging.getLogger(__name__)
+
+# What each summary figure is, so nobody mistakes an extra for the published number.
+KEY_NOTES = {
+    "seed_wer_mean": "mean per-utterance WER x 100: the number Seed-TTS-eval tables publish",
+    "wer_mean_below_50": "mean WER over utterances with WER <= 50% (computed by seed-tts-eval's average_wer.py, not published)",
+    "sub": "mean substitution rate x 100 (computed by seed-tts-eval, not published)",
+    "del": "mean deletion rate x 100 (computed by seed-tts-eval, not published)",
+    "ins": "mean insertion rate x 100 (computed by seed-tts-eval, not published)",
+    "corpus_wer": "extra, not in published tables: total errors / total reference words x 100",
+    "median_wer": "extra, not in published tables: median per-utterance WER x 100",
+    "share_wer_above_50": "extra, not in published tables: percent of scored utterances with WER > 50%",
+    "wer_mean_failed_as_100": "extra, not in published tables: mean WER with each failed utterance counted as 100%",
+}
+
+
+@dataclass
+class EvalRun:
+    results: list[UttResult]
+    asr_seconds: float  # time spent inside the ASR backend
+    wall_seconds: float
+    started_at: str
+
+
+@dataclass
+class _Pending:
+    index: int
+    result: UttResult
+    clip: np.ndarray  # the exact ASR input: 16 kHz mono, cut to 30 s when the backend needs it
+
+
+def load_asr_input(path: Path, truncate: bool) -> tuple[np.ndarray, float, bool]:
+    """Returns (16 kHz mono float32 clip, original duration s, truncated). Raises AudioError."""
+    pcm, sr = load_audio(path)
+    mono = to_mono(pcm)
+    duration = mono.shape[0] / sr
+    clip = resample(mono, sr, SAMPLE_RATE)
+    cut = truncate and clip.shape[0] > WINDOW_SAMPLES
+    return (clip[:WINDOW_SAMPLES] if cut else clip), duration, cut
+
+
+def _is_empty_audio(path: Path) -> bool:
+    """A zero-byte file, or a file that parses but holds no samples."""
+    try:
+        return path.stat().st_size == 0 or sf.info(str(path)).frames == 0
+    except Exception:
+        return False
+
+
+class _Evaluator:
+    def __init__(self, gen_dir: Path, lang: str, threshold: float, retainer: Retainer | None,
+                 retention_meta: Mapping, on_result: Callable[[UttResult], None] | None):
+        self.gen_dir = gen_dir
+        self.lang = lang
+        self.threshold = threshold
+        self.retainer = retainer
+        self.retention_meta = dict(retention_meta)
+        self.on_result = on_result
+        self.results: list[UttResult | None] = []
+        self.asr_seconds = 0.0
+
+    def wav_for(self, utt: str) -> Path:
+        return self.gen_dir / f"{utt}.wav"
+
+    def done(self, index: int, result: UttResult) -> None:
+        self.results[index] = result
+        if self.on_result is not None:
+            self.on_result(result)
+
+    def score(self, result: UttResult, hyp: str, clip: np.ndarray | None) -> None:
+        """Scores one transcript and retains the ASR input when it is suspect."""
+        result.hyp = hyp
+        score = score_utterance(result.ref, hyp, self.lang)
+        result.score = score
+        result.wer, result.sub, result.dele, result.ins = score.wer, score.sub, score.dele, score.ins
+        result.substitutions, result.deletions, result.insertions = score.substitutions, score.deletions, score.insertions
+        result.ref_words, result.ref_norm, result.hyp_norm = score.ref_words, score.ref_norm, score.hyp_norm
+        if not score.hyp_norm.split():
+            result.status = st.ASR_EMPTY
+            result.error = "empty transcript"
+            result.reasons = [ASR_EMPTY]
+        else:
+            result.status = st.OK
+            if score.wer > self.threshold:
+                result.reasons = [ASR_MISMATCH]
+        if result.reasons and self.retainer is not None:
+            self.retain(result, clip)
+
+    def retain(self, result: UttResult, clip: np.ndarray | None) -> None:
+        if clip is None:  # cached transcripts: the best available stand-in is the generated wav at 16 kHz
+            try:
+                clip = load_mono(self.wav_for(result.utt), SAMPLE_RATE)
+            except AudioError as exc:
+                log.warning("%s: not retained, audio unavailable (%s)", result.utt, exc)
+                return
+        meta = {
+            "utt": result.utt,
+            "text": result.ref,
+            "reference": result.ref,
+            "expected_text": result.ref,
+            "transcript": result.hyp,
+            "ref_norm": result.ref_norm,
+            "hyp_norm": result.hyp_norm,
+            "wer": result.wer,
+            "wer_threshold": self.threshold,
+            "language": self.lang,
+            "gen_wav": str(self.wav_for(result.utt)),
+            "audio_s": result.audio_s,
+            "truncated_to_30s": result.truncated,
+            "asr_s": result.asr_s,
+            **self.retention_meta,
+        }
+        path = self.retainer.keep(clip, SAMPLE_RATE, result.reasons, meta)
+        result.retained = str(path) if path else None
+
+
+def evaluate(
+    rows: Sequence,
+    gen_dir: str | Path,
+    *,
+    lang: str = "en",
+    backend: AsrBackend | None = None,
+    transcripts: Mapping[str, str] | None = None,
+    threshold: float = 0.5,
+    batch_size: int = 8,
+    retainer: Retainer | None = None,
+    retention_meta: Mapping | None = None,
+    on_result: Callable[[UttResult], None] | None = None,
+) -> EvalRun:
+    """Scores every manifest row (objects with `.utt` and `.text`).
+
+    Exactly one of `backend` (transcribe GEN/<utt>.wav) and `transcripts`
+    ({utt: hyp}, re-score only) must be given. `retention_meta` is added to
+    each retained file's JSON (e.g. profile_digest, ASR backend and model).
+    """
+    if (backend is None) == (transcripts is None):
+        raise ValueError("give exactly one of backend= and transcripts=")
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    ev = _Evaluator(Path(gen_dir), lang, threshold, retainer, retention_meta or {}, on_result)
+    ev.results = [None] * len(rows)
+    pending: list[_Pending] = []
+
+    for index, row in enumerate(rows):
+        result = UttResult(utt=row.utt, ref=row.text, status=st.MISSING)
+        if not normalize_text(row.text, lang).split():
+            result.status = st.EMPTY_REFERENCE
+            result.error = "reference has no words after normalisation"
+            ev.done(index, result)
+            continue
+        if transcripts is not None:
+            if row.utt not in transcripts:
+                result.error = "no transcript in the transcripts file"
+            else:
+                ev.score(result, transcripts[row.utt], None)
+            ev.done(index, result)
+            continue
+        wav = ev.wav_for(row.utt)
+        if not wav.is_file():
+            result.error = f"{wav} not found"
+            ev.done(index, result)
+            continue
+        try:
+            clip, result.audio_s, result.truncated = load_asr_input(wav, backend.truncates_to_window)
+        except AudioError as exc:
+            result.status = st.EMPTY_AUDIO if _is_empty_audio(wav) else st.UNREADABLE
+            result.error = str(exc)
+            ev.done(index, result)
+            continue
+        result.over_30s = result.audio_s > WINDOW_S
+        if clip.shape[0] == 0:  # resampling a few samples can leave none
+            result.status, result.error = st.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
+            ev.done(index, result)
+            continue
+        pending.append(_Pending(index, result, clip))
+        if len(pending) >= batch_size:
+            _flush(ev, backend, pending)
+            pending = []
+    if pending:
+        _flush(ev, backend, pending)
+
+    return EvalRun(
+        results=list(ev.results),
+        asr_seconds=ev.asr_seconds,
+        wall_seconds=time.perf_counter() - t0,
+        started_at=started_at,
+    )
+
+
+def _transcribe_timed(ev: _Evaluator, backend: AsrBackend, clips: list[np.ndarray]) -> tuple[list[str], float]:
+    t0 = time.perf_counter()
+    try:
+        texts = backend.transcribe(clips)
+    finally:
+        elapsed = time.perf_counter() - t0
+        ev.asr_seconds += elapsed
+    if len(texts) != len(clips):
+        raise RuntimeError(f"ASR returned {len(texts)} transcripts for {len(clips)} clips")
+    return texts, elapsed
+
+
+def _flush(ev: _Evaluator, backend: AsrBackend, batch: list[_Pending]) -> None:
+    """Transcribes one batch; if the batch fails, retries clip by clip so one bad clip fails alone."""
+    try:
+        texts, elapsed = _transcribe_timed(ev, backend, [p.clip for p in batch])
+        outcomes = [(text, None, elapsed / len(batch)) for text in texts]
+    except Exception as batch_exc:
+        if len(batch) == 1:
+            outcomes = [(None, batch_exc, None)]
+        else:
+            log.warning("ASR batch of %d failed (%s); retrying one by one", len(batch), batch_exc)
+            outcomes = []
+            for p in batch:
+                try:
+                    (text,), elapsed = _transcribe_timed(ev, backend, [p.clip])
+                    outcomes.append((text, None, elapsed))
+                except Exception as exc:
+                    outcomes.append((None, exc, None))
+    for p, (text, exc, asr_s) in zip(batch, outcomes):
+        p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
+        if exc is not None:
+            p.result.status = st.ASR_ERROR
+            p.result.error = f"ASR failed: {type(exc).__name__}: {exc}"
+        else:
+            ev.score(p.result, text, p.clip)
+        ev.done(p.index, p.result)
+
+
+def build_summary(
+    run: EvalRun,
+    *,
+    lang: str,
+    threshold: float,
+    asr: Mapping | None,
+    manifest: str | Path | None = None,
+    gen_dir: str | Path | None = None,
+    transcripts_file: str | Path | None = None,
+    profile_name: str | None = None,
+    profile_digest: str | None = None,
+    retainer: Retainer | None = None,
+    manifest_errors: Sequence[str] = (),
+) -> dict:
+    """The summary JSON: METRICS.md's keys plus how the numbers were obtained."""
+    results = run.results
+    scored = [r for r in results if r.scored]
+    failed = [r for r in results if r.failed]
+    missing = [r for r in results if r.status == st.MISSING]
+    metrics = aggregate(r.score for r in scored)
+    transcribed = [r for r in results if r.asr_s is not None]
+    return {
+        **metrics,
+        "wer_mean_failed_as_100": mean_counting_failures([r.wer for r in scored], len(failed)),
+        "num_utts": len(results),
+        "num_scored": len(scored),
+        "num_missing": len(missing),
+        "num_failed": len(failed),
+        "missing": [r.utt for r in missing],
+        "failed": [{"utt": r.utt, "status": r.status, "error": r.error} for r in failed],
+        "num_above_threshold": sum(1 for r in scored if r.wer is not None and r.wer > threshold),
+        "num_over_30s": sum(1 for r in results if r.over_30s),
+        "num_truncated": sum(1 for r in results if r.truncated),
+        "key_notes": KEY_NOTES,
+        "units": "percent (x 100, rounded to 3 decimals) for every WER figure; per-utterance rows hold fractions",
+        "high_wer_cut": HIGH_WER,
+        "language": lang,
+        "asr": dict(asr) if asr else None,
+        "transcripts_file": str(transcripts_file) if transcripts_file else None,
+        "wer_threshold": threshold,
+        "keep_failed": str(retainer.directory) if retainer else None,
+        "num_retained": retainer.kept if retainer else 0,
+        "retention_errors": retainer.errors if retainer else 0,
+        "manifest": str(manifest) if manifest else None,
+        "manifest_errors": list(manifest_errors),
+        "gen_dir": str(gen_dir) if gen_dir else None,
+        "profile": profile_name,
+        "profile_digest": profile_digest,
+        "omni_version": __version__,
+        "started_at": run.started_at,
+        "wall_s": round(run.wall_seconds, 3),
+        "asr_s_total": round(run.asr_seconds, 3),
+        "asr_s_per_utt": round(run.asr_seconds / len(transcribed), 4) if transcribed else None,
+    }

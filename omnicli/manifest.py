@@ -1,0 +1,180 @@
+"""Manifests: Seed-TTS `meta.lst` and JSONL, parsed into rows plus per-row errors.
+
+A bad row never stops the batch: it becomes a `RowError` naming the file,
+the line and the reason, and every other row is still returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SEED_TTS_FIELDS = "utt|prompt_text|prompt_wav|text[|gt_wav]"
+MAX_UTT_BYTES = 200  # leaves room for ".wav" and temp-file affixes under NAME_MAX (255)
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    utt: str
+    text: str
+    prompt_text: str = ""
+    prompt_wav: Path | None = None
+    gt_wav: Path | None = None
+    line_no: int = 0
+    source: Path | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line_no}"
+
+
+@dataclass(frozen=True)
+class RowError:
+    source: Path
+    line_no: int
+    reason: str
+    utt: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line_no}: {self.reason}"
+
+
+@dataclass
+class Manifest:
+    path: Path
+    rows: list[ManifestRow] = field(default_factory=list)
+    errors: list[RowError] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+class ManifestError(ValueError):
+    """The manifest as a whole cannot be read (missing file, directory, ...)."""
+
+
+def check_utt_id(utt: str) -> str | None:
+    """Returns why `utt` is not a safe file name, or None when it is."""
+    if not utt:
+        return "empty utterance id"
+    if utt in (".", "..") or utt.startswith("."):
+        return f"utterance id {utt!r} starts with '.' (hidden file or path traversal)"
+    bad = sorted({c for c in utt if c in "/\\" or ord(c) < 32 or ord(c) == 127})
+    if bad:
+        return f"utterance id {utt!r} contains characters not allowed in a file name: {bad!r}"
+    if len(utt.encode("utf-8")) > MAX_UTT_BYTES:
+        return f"utterance id is {len(utt.encode('utf-8'))} bytes long (limit {MAX_UTT_BYTES})"
+    return None
+
+
+def resolve_audio_path(value: str, base: Path, allow_outside: bool) -> tuple[Path | None, str | None]:
+    """Resolves a manifest audio path relative to `base`; returns (path, error)."""
+    if not value:
+        return None, None
+    if "\x00" in value:
+        return None, f"audio path {value!r} contains a NUL byte"
+    raw = Path(value)
+    path = (raw if raw.is_absolute() else base / raw).resolve()
+    if not allow_outside:
+        if raw.is_absolute():
+            return None, f"absolute audio path {value!r} is not allowed (use a path relative to the manifest, or --allow-outside-paths)"
+        if not path.is_relative_to(base.resolve()):
+            return None, f"audio path {value!r} escapes the manifest folder (use --allow-outside-paths to permit)"
+    if not path.is_file():
+        return None, f"reference audio not found: {path}"
+    return path, None
+
+
+def _parse_seed_tts(line: str) -> tuple[dict | None, str | None]:
+    parts = line.split("|")
+    if len(parts) < 4:
+        return None, f"expected {SEED_TTS_FIELDS}, found {len(parts)} field(s)"
+    if len(parts) > 5:
+        return None, f"expected {SEED_TTS_FIELDS}, found {len(parts)} fields (is there a '|' inside the text?)"
+    utt, prompt_text, prompt_wav, text = (p.strip() for p in parts[:4])
+    gt_wav = parts[4].strip() if len(parts) == 5 else ""
+    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav}, None
+
+
+def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(obj, dict):
+        return None, "expected a JSON object per line"
+    for key in ("utt", "text"):
+        if key not in obj:
+            return None, f"missing required key {key!r}"
+    fields = {
+        "utt": obj.get("utt"),
+        "text": obj.get("text"),
+        "prompt_text": obj.get("ref_text", obj.get("prompt_text", "")) or "",
+        "prompt_wav": obj.get("ref_audio", obj.get("prompt_wav", "")) or "",
+        "gt_wav": obj.get("gt_wav", "") or "",
+    }
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            return None, f"key {key!r} must be a string, got {type(value).__name__}"
+    return {k: v.strip() for k, v in fields.items()}, None
+
+
+def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False) -> Manifest:
+    """Parses a manifest; the format follows the suffix (`.jsonl`/`.json` or Seed-TTS)."""
+    path = Path(path)
+    if not path.exists():
+        raise ManifestError(f"{path}: manifest not found")
+    if not path.is_file():
+        raise ManifestError(f"{path}: not a file")
+    parse = _parse_jsonl if path.suffix.lower() in (".jsonl", ".json") else _parse_seed_tts
+    base = path.parent
+    manifest = Manifest(path=path)
+    seen: dict[str, int] = {}
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            def bad(reason: str, utt: str | None = None) -> None:
+                manifest.errors.append(RowError(path, line_no, reason, utt))
+
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad(f"not valid UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})")
+                continue
+            line = line.rstrip("\r\n").lstrip("\ufeff")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            fields, error = parse(line)
+            if error:
+                bad(error)
+                continue
+            utt = fields["utt"]
+            if (error := check_utt_id(utt)) is not None:
+                bad(error)
+                continue
+            if not fields["text"]:
+                bad("empty text", utt)
+                continue
+            if utt in seen:
+                bad(f"duplicate utterance id {utt!r} (first on line {seen[utt]})", utt)
+                continue
+            prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths)
+            if error:
+                bad(error, utt)
+                continue
+            # gt_wav is informational (used by evaluation); a missing one is not an error.
+            gt_wav = (base / fields["gt_wav"]).resolve() if fields["gt_wav"] else None
+            seen[utt] = line_no
+            manifest.rows.append(
+                ManifestRow(
+                    utt=utt,
+                    text=fields["text"],
+                    prompt_text=fields["prompt_text"],
+                    prompt_wav=prompt_wav,
+                    gt_wav=gt_wav,
+                    line_no=line_no,
+                    source=path,
+                )
+            )
+    return manifest

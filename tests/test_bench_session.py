@@ -1,0 +1,250 @@
+"""Runner and session bookkeeping against a small fake engine (this component only).
+
+The fake follows the documented Engine interface: `generate` yields
+AudioChunks and raises RequestFailed after the audio it delivered; `stats()`
+returns monotonic counters; `close()` frees it.
+"""
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from omnicli.benchmark.loadgen import LoadShape
+from omnicli.benchmark.runner import Prompt, measure_request, run_round
+from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun
+from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+
+SR = 1000
+
+
+class FakeEngine:
+    """Chunks of `samples` every `step` s; texts select failures, empty audio or engine death."""
+
+    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None):
+        self.sample_rate = SR
+        self.model_name = "fake"
+        self.device = "cpu"
+        self.step, self.chunks, self.samples = step, chunks, samples
+        self.in_flight = 0
+        self.peak = 0
+        self.seen: list[str] = []
+        self.closed = False
+        self.tokens = 0
+        self.refs: set[str] = set()
+        self.die_after = die_after  # the engine as a whole stops after this many requests
+
+    async def generate(self, req: TTSRequest):
+        self.seen.append(req.request_id)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        ref = "hot" if req.ref_text in self.refs else "cold"
+        self.refs.add(req.ref_text)
+        try:
+            if req.text == "die" or (self.die_after is not None and len(self.seen) > self.die_after):
+                raise EngineError("talker process exited")
+            n = 0 if req.text == "empty" else self.samples
+            for i in range(self.chunks):
+                await asyncio.sleep(self.step)
+                self.tokens += 10
+                last = i == self.chunks - 1 and req.text != "fail"
+                info = RequestInfo(finish_reason="stop", ref_cache=ref) if last else None
+                yield AudioChunk(np.full(n, 0.1, np.float32), is_last=last, t=time.perf_counter(), info=info)
+            if req.text == "fail":
+                raise RequestFailed(req.request_id, "codec chunk over budget", RequestInfo(ref_cache=ref))
+        finally:
+            self.in_flight -= 1
+
+    def stats(self) -> EngineStats:
+        return EngineStats(talker_tokens=self.tokens, talker_time_s=self.tokens / 1000, codec_steps=self.tokens // 10,
+                           codec_rows=self.tokens // 10)
+
+    async def close(self):
+        self.closed = True
+
+
+def prompts(texts):
+    return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]
+
+
+class Recorder(BenchObserver):
+    def __init__(self):
+        self.events = []
+        self.rounds = []
+
+    def phase_start(self, description, total):
+        self.events.append(("phase", description, total))
+
+    def request_done(self, record):
+        self.events.append(("done", record.utt))
+
+    def round_done(self, run, shape, index, result, engine):
+        self.rounds.append((run.label, shape.label, index, [r.pcm is not None for r in result.records]))
+
+    def warning(self, message):
+        self.events.append(("warning", message))
+
+
+def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwargs=None):
+    async def start(profile):
+        engine = FakeEngine(**profile.engine_kwargs)
+        engines.append(engine)
+        return engine
+
+    kwargs = engine_kwargs or {}
+    runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=kwargs.get(label, {}))) for label in labels]
+    return BenchSession(runs, prompts(texts), plan, start, observer)
+
+
+# --- runner ---
+
+
+def test_measure_request_records_chunks_and_info():
+    engine = FakeEngine(step=0.01)
+    rec = asyncio.run(measure_request(engine, prompts(["hello"])[0], "id-1", keep_pcm=True))
+    assert rec.ok and rec.request_id == "id-1" and engine.seen == ["id-1"]
+    assert rec.chunk_samples == [100, 100, 100]
+    assert rec.audio_duration == pytest.approx(0.3)
+    assert rec.pcm.shape == (300,)
+    assert 0.005 < rec.audio_ttfp < rec.e2el
+    assert rec.ref_cache == "cold" and rec.finish_reason == "stop"
+
+
+def test_failed_request_keeps_partial_audio_and_reason():
+    engine = FakeEngine()
+    rec = asyncio.run(measure_request(engine, prompts(["fail"])[0], "x", keep_pcm=True))
+    assert not rec.ok and "over budget" in rec.error
+    assert rec.pcm.shape == (300,)
+    assert rec.end >= rec.chunk_times[-1]
+
+
+def test_engine_error_aborts_the_round():
+    with pytest.raises(EngineError):
+        asyncio.run(run_round(FakeEngine(), prompts(["ok", "die", "ok"]), LoadShape(concurrency=1), id_prefix="t"))
+
+
+def test_run_round_closed_loop_and_stats_diff():
+    engine = FakeEngine()
+    engine.tokens = 1000  # earlier activity must not count
+    result = asyncio.run(run_round(engine, prompts(["a"] * 10), LoadShape(concurrency=4), id_prefix="t"))
+    assert engine.peak == 4
+    assert len(result.records) == 10
+    assert result.stats.talker_tokens == 10 * 3 * 10
+    assert [r.start for r in result.records] == sorted(r.start for r in result.records)
+    assert len({r.request_id for r in result.records}) == 10
+
+
+# --- session ---
+
+
+def test_warmup_requests_are_run_and_excluded():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)], warmup_requests=3)
+    results = asyncio.run(session_for(engines, ["a"] * 4, plan).run())
+    (engine,) = engines
+    assert len(engine.seen) == 3 + 4
+    assert sum("warmup" in i for i in engine.seen) == 3
+    (res,) = results
+    assert len(res.rounds[0].records) == 4
+    assert all("warmup" not in r.request_id for r in res.rounds[0].records)
+    assert res.warmup_requests == 3
+    # warmup talker tokens are not in the measured stats
+    assert res.stats.talker_tokens == 4 * 30
+
+
+def test_warmup_pass_runs_a_whole_discarded_pass():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)], warmup_pass=True)
+    (res,) = asyncio.run(session_for(engines, ["a"] * 5, plan).run())
+    assert len(engines[0].seen) == 10 and res.warmup_requests == 5
+
+
+def test_sweep_one_fresh_pass_per_concurrency_on_one_engine():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 4)], warmup_requests=1)
+    rec = Recorder()
+    results = asyncio.run(session_for(engines, ["a"] * 8, plan, observer=rec).run())
+    assert len(engines) == 1 and engines[0].closed
+    assert [r.shape.concurrency for r in results] == [1, 4]
+    assert all(len(r.rounds[0].records) == 8 for r in results)
+    # the warmup is attributed to the first pass only
+    assert [r.warmup_requests for r in results] == [1, 0]
+    assert [e[1] for e in rec.events if e[0] == "phase"] == ["a warmup", "a c1", "a c4"]
+    assert sum(1 for e in rec.events if e[0] == "done") == 1 + 16
+
+
+def test_rounds_are_kept_separately():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3)
+    (res,) = asyncio.run(session_for(engines, ["a"] * 4, plan).run())
+    assert len(res.rounds) == 3 and all(len(r.records) == 4 for r in res.rounds)
+    assert len(set(engines[0].seen)) == 12  # unique request ids across rounds
+
+
+def test_ab_restarts_the_engine_and_uses_the_same_prompts():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)])
+    results = asyncio.run(session_for(engines, ["a", "b", "c"], plan, labels=("a", "b")).run())
+    assert len(engines) == 2 and all(e.closed for e in engines)
+    assert [r.profile.label for r in results] == ["a", "b"]
+    assert [[r.utt for r in res.rounds[0].records] for res in results] == [["u0", "u1", "u2"]] * 2
+    # a fresh engine: references are cold again for profile b
+    assert results[1].rounds[0].records[0].ref_cache == "cold"
+
+
+def test_engine_closed_on_error_and_completed_passes_kept():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=1)])
+    session = session_for(engines, ["ok"] * 3, plan, labels=("a", "b"), engine_kwargs={"b": {"die_after": 1}})
+    with pytest.raises(EngineError):
+        asyncio.run(session.run())
+    assert [e.closed for e in engines] == [True, True]
+    assert [r.profile.label for r in session.results] == ["a"]
+
+
+def test_engine_closed_on_cancellation():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=1)])
+
+    async def main():
+        session = session_for(engines, ["a"] * 50, plan)
+        task = asyncio.create_task(session.run())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert engines and engines[0].closed and engines[0].in_flight == 0
+
+
+def test_engine_start_failure_is_reported_per_profile():
+    async def start(profile):
+        raise RuntimeError("no such model")
+
+    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), BenchPlan(shapes=[LoadShape()]), start)
+    with pytest.raises(EngineStartError, match="'x'.*no such model"):
+        asyncio.run(session.run())
+
+
+def test_failed_and_empty_requests_recorded_and_pcm_handed_to_round_done():
+    engines = []
+    rec = Recorder()
+    plan = BenchPlan(shapes=[LoadShape(concurrency=3)], keep_pcm=True)
+    (res,) = asyncio.run(session_for(engines, ["ok", "fail", "empty"], plan, observer=rec).run())
+    by_utt = {r.utt: r for r in res.rounds[0].records}
+    assert by_utt["u0"].nonempty
+    assert not by_utt["u1"].ok and by_utt["u1"].num_samples == 300
+    assert by_utt["u2"].ok and by_utt["u2"].num_samples == 0
+    # audio reached round_done, then was freed
+    assert rec.rounds == [("a", "c3", 0, [True, True, True])]
+    assert all(r.pcm is None for r in res.rounds[0].records)
+
+
+def test_plan_validation():
+    with pytest.raises(ValueError):
+        BenchPlan(shapes=[])
+    with pytest.raises(ValueError):
+        BenchPlan(shapes=[LoadShape()], rounds=0)
