@@ -1,0 +1,68 @@
+"""Shared fixtures. One real engine per test session (vLLM start-up is slow).
+
+The engine lives on an event loop in a background thread, because it is
+bound to the loop it started on; tests call `harness.run(coro)` to use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_MANIFEST = REPO / "datasets" / "demo" / "meta.lst"
+# Small capacities keep the shared engine light on a 2-core machine.
+TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
+
+
+class EngineHarness:
+    def __init__(self, engine, loop: asyncio.AbstractEventLoop):
+        self.engine = engine
+        self.loop = loop
+
+    def run(self, coro, timeout: float = 300):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@pytest.fixture(scope="session")
+def engine_harness():
+    """The real omni-tiny engine (vLLM talker + codec), started once per session."""
+    from omnicli.engine import Engine
+    from omnicli.profile import load_profile
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-engine-loop", daemon=True)
+    thread.start()
+    resolved = load_profile("cpu", overrides=TEST_PROFILE_SETS)
+    engine = asyncio.run_coroutine_threadsafe(Engine.start(resolved), loop).result(600)
+    harness = EngineHarness(engine, loop)
+    yield harness
+    asyncio.run_coroutine_threadsafe(engine.close(), loop).result(60)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def engine(engine_harness):
+    return engine_harness.engine
+
+
+def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Runs `python -m omnicli ARGS` in a subprocess (a real CLI run, own engine)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "omnicli", *args], capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
+
+
+@pytest.fixture
+def demo_copy(tmp_path: Path) -> Path:
+    """A private copy of the demo set (manifest + prompts) to modify freely."""
+    dest = tmp_path / "demo"
+    shutil.copytree(DEMO_MANIFEST.parent, dest)
+    return dest / "meta.lst"
