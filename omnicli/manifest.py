@@ -69,7 +69,7 @@ def check_utt_id(utt: str) -> str | None:
     return None
 
 
-def resolve_audio_path(value: str, base: Path, allow_outside: bool) -> tuple[Path | None, str | None]:
+def resolve_audio_path(value: str, base: Path, allow_outside: bool, must_exist: bool = True) -> tuple[Path | None, str | None]:
     """Resolves a manifest audio path relative to `base`; returns (path, error)."""
     if not value:
         return None, None
@@ -82,7 +82,7 @@ def resolve_audio_path(value: str, base: Path, allow_outside: bool) -> tuple[Pat
             return None, f"absolute audio path {value!r} is not allowed (use a path relative to the manifest, or --allow-outside-paths)"
         if not path.is_relative_to(base.resolve()):
             return None, f"audio path {value!r} escapes the manifest folder (use --allow-outside-paths to permit)"
-    if not path.is_file():
+    if must_exist and not path.is_file():
         return None, f"reference audio not found: {path}"
     return path, None
 
@@ -121,8 +121,12 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
     return {k: v.strip() for k, v in fields.items()}, None
 
 
-def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False) -> Manifest:
-    """Parses a manifest; the format follows the suffix (`.jsonl`/`.json` or Seed-TTS)."""
+def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False, check_audio: bool = True) -> Manifest:
+    """Parses a manifest; the format follows the suffix (`.jsonl`/`.json` or Seed-TTS).
+
+    `check_audio=False` skips the reference-exists check (evaluation needs
+    only the texts, not the prompt wavs).
+    """
     path = Path(path)
     if not path.exists():
         raise ManifestError(f"{path}: manifest not found")
@@ -159,7 +163,7 @@ def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False) ->
             if utt in seen:
                 bad(f"duplicate utterance id {utt!r} (first on line {seen[utt]})", utt)
                 continue
-            prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths)
+            prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
             if error:
                 bad(error, utt)
                 continue

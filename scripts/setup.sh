@@ -38,6 +38,13 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 
+# Nothing to do when this exact setup already completed in this venv.
+stamp="$venv/.omni-setup-$(cat "$repo/pyproject.toml" "$0" | sha256sum | cut -c1-16)-$device"
+if [ -f "$stamp" ] && "$venv/bin/python" -c 'import vllm, omnicli' 2>/dev/null; then
+  say "already set up ($venv)"
+  exit 0
+fi
+
 if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv"
   python3 -m venv "$venv"
@@ -71,4 +78,6 @@ if [ "$device" = cpu ]; then
   "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 "$venv/bin/python" -c 'import vllm, omnicli; print("vllm", vllm.__version__, "| omnicli", omnicli.__version__)'
+rm -f "$venv"/.omni-setup-*
+touch "$stamp"
 say "done: activate with 'source $venv/bin/activate'"

@@ -1,7 +1,6 @@
 """Result JSON schema, A/B ratios, tables, plots and on-disk outputs of a pass."""
 
 import json
-import math
 from types import SimpleNamespace
 
 import numpy as np

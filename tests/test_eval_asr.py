@@ -201,3 +201,49 @@ def test_asr_spec_rejects_unknown():
         AsrSpec.parse("kaldi:foo")
     with pytest.raises(AsrSetupError, match="names no model"):
         AsrSpec.parse("faster-whisper:")
+
+
+def _build_tiny_transformers_whisper(folder: Path) -> Path:
+    """A random-weight Whisper with a toy byte-level tokenizer, saved as a local transformers folder."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    specials = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|zh|>", "<|translate|>", "<|transcribe|>",
+                "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+    for token in specials:
+        vocab[token] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    eot = "<|endoftext|>"
+    tokenizer = transformers.WhisperTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), unk_token=eot,
+                                              bos_token=eot, eos_token=eot, pad_token=eot)
+    tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
+    transformers.WhisperProcessor(transformers.WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(folder)
+    ids = {token: vocab[token] for token in specials}
+    special_ids = dict(decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids[eot],
+                       pad_token_id=ids[eot], bos_token_id=ids[eot])
+    config = transformers.WhisperConfig(vocab_size=len(vocab), num_mel_bins=80, d_model=32, encoder_layers=1,
+                                        decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                                        encoder_ffn_dim=64, decoder_ffn_dim=64, **special_ids)
+    torch.manual_seed(0)
+    model = transformers.WhisperForConditionalGeneration(config)
+    model.generation_config = transformers.GenerationConfig(
+        **special_ids, max_length=448, is_multilingual=True, no_timestamps_token_id=ids["<|notimestamps|>"],
+        lang_to_id={"<|en|>": ids["<|en|>"], "<|zh|>": ids["<|zh|>"]},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+    )
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_transformers_path_end_to_end(flite_dir, tmp_path):
+    (tmp_path / "hf-whisper").mkdir()
+    folder = _build_tiny_transformers_whisper(tmp_path / "hf-whisper")
+    backend = load_backend(AsrSpec("transformers", str(folder)), lang="en", device="cpu", max_new_tokens=4)
+    assert backend.describe()["decoding"]["beam_size"] == 1
+    rows = [ManifestRow(utt, text) for utt, text in FLITE_SENTENCES.items()]
+    run = evaluate(rows, flite_dir, backend=backend, batch_size=3)
+    assert all(r.status in ("ok", "asr_empty") and isinstance(r.hyp, str) for r in run.results)
+    assert all(len(r.hyp) <= 4 for r in run.results)  # one byte-level token per character, 4 at most

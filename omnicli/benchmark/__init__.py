@@ -11,9 +11,17 @@ Metric definitions: docs/bench.md and the design's METRICS.md ("Benchmark").
 
 from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
 from omnicli.benchmark.metrics import RequestRecord, distribution, summarize
+from omnicli.benchmark.prompts import PromptSet, load_prompts, select_rows
 from omnicli.benchmark.report import build_document, build_run, compare_runs
 from omnicli.benchmark.runner import Prompt, RoundResult, measure_request, run_round
-from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, PassResult, ProfileRun
+from omnicli.benchmark.session import (
+    BenchObserver,
+    BenchPlan,
+    BenchSession,
+    EngineStartError,
+    PassResult,
+    ProfileRun,
+)
 
 __all__ = [
     "BenchObserver",
@@ -22,6 +30,7 @@ __all__ = [
     "EngineStartError",
     "LoadShape",
     "PassResult",
+    "PromptSet",
     "ProfileRun",
     "Prompt",
     "RequestRecord",
@@ -32,7 +41,9 @@ __all__ = [
     "compare_runs",
     "distribution",
     "drive",
+    "load_prompts",
     "measure_request",
     "run_round",
+    "select_rows",
     "summarize",
 ]

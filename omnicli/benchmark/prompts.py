@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Sequence
 
 from omnicli.benchmark.runner import Prompt
+from omnicli.datasets import demo_manifest_path
 from omnicli.manifest import ManifestRow, read_manifest
+from omnicli.requests import InputError, request_from_row
 
 DEMO_NUM_PROMPTS = 32  # the demo set has few rows: cycle it to a useful load
 
@@ -47,11 +49,7 @@ def load_prompts(
     Reference audio is loaded once per distinct row, before any timing.
     Raises `omnicli.manifest.ManifestError` when the manifest cannot be read.
     """
-    from omnicli.requests import InputError, request_from_row  # loads reference audio
-
     if manifest is None:
-        from omnicli.datasets import demo_manifest_path
-
         path = demo_manifest_path()
         if num_prompts is None:
             num_prompts = DEMO_NUM_PROMPTS
@@ -69,4 +67,5 @@ def load_prompts(
             continue
         usable.append(row)
     chosen = select_rows(usable, num_prompts, seed, shuffle)
-    return PromptSet(source=path, prompts=[Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None) for r in chosen], errors=errors, num_rows=len(usable))
+    prompts = [Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None) for r in chosen]
+    return PromptSet(source=path, prompts=prompts, errors=errors, num_rows=len(usable))

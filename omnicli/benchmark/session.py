@@ -10,7 +10,7 @@ caller can still report them.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from omnicli.benchmark.loadgen import LoadShape

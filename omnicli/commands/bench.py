@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError
+from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
 from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
@@ -271,7 +271,7 @@ def bench(
 
     outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
     plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
-    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started_at = utc_now()
     err_console.print(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"

@@ -21,7 +21,7 @@ import soundfile as sf
 from omnicli import __version__
 from omnicli.audio import AudioError, load_audio, load_mono, resample, to_mono
 from omnicli.evaluation import results as st
-from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_SAMPLES, WINDOW_S, AsrBackend
+from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, WINDOW_SAMPLES, AsrBackend
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import UttResult
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
@@ -247,7 +247,7 @@ def _flush(ev: _Evaluator, backend: AsrBackend, batch: list[_Pending]) -> None:
                     outcomes.append((text, None, elapsed))
                 except Exception as exc:
                     outcomes.append((None, exc, None))
-    for p, (text, exc, asr_s) in zip(batch, outcomes):
+    for p, (text, exc, asr_s) in zip(batch, outcomes, strict=True):
         p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
         if exc is not None:
             p.result.status = st.ASR_ERROR

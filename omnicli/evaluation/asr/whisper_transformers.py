@@ -23,6 +23,10 @@ class TransformersWhisperBackend(AsrBackend):
             from transformers import WhisperForConditionalGeneration, WhisperProcessor
         except Exception as exc:  # e.g. a torchvision built for another torch breaks the import
             raise AsrSetupError(f"transformers cannot be imported here: {exc}") from exc
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()  # per-call deprecation chatter would bury the progress bar
+        hf_logging.disable_progress_bar()
         try:
             self._processor = WhisperProcessor.from_pretrained(model, local_files_only=True)
             self._model = WhisperForConditionalGeneration.from_pretrained(
