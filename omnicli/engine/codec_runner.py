@@ -1,11 +1,25 @@
 """Stage 1 model runner: executes one batch of chunks on the codec decoder.
 
 Each request owns a slot; a slot holds, per decoder layer, a ring of keys
-and values (and the absolute position of each entry). A step takes ragged
+and values and the absolute position of each entry. A step takes ragged
 chunks from several slots, pads them into one batch, writes each chunk's
-keys/values into its slot's rings, attends, and returns PCM per row.
-Padding (ragged tails, rows added to reach a capture size) never writes to
-any ring and never advances any slot.
+keys/values into its slot's rings (the whole chunk, before attention),
+attends, and returns PCM per row. Padding (ragged tails, tail padding, rows
+added to reach a capture size) never writes to any ring and never advances
+any slot.
+
+Backends (`codec_attention_backend`):
+
+- `sdpa`: gathers each query's window (its `context` keys, ordered by
+  absolute position, missing ones zero-filled and masked) into contiguous
+  K/V and calls PyTorch SDPA through `window_attention`, the function the
+  whole-sequence reference uses too: with ring headroom, streaming equals
+  `decode_full` bit for bit in float64.
+- `slot`: attends on the slot rings in place: one SDPA call per run of
+  consecutive slot ids over a view of the ring tensors (no K/V copy), with
+  a mask built from the ring's positions. Same audio within dtype tolerance
+  (the keys are summed in ring order, not position order).
+- `triton`: CUDA only; the kernel is not part of this build.
 """
 
 from __future__ import annotations
@@ -17,9 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from omnicli.engine.models.codec import CodecDecoder
+from omnicli.engine.models.codec import CodecDecoder, window_attention
 
 BACKENDS = ("sdpa", "slot", "triton")
+SLOT_RUN_GAP = 4  # `slot`: idle slots between two runs that are cheaper to compute over than another call
 
 
 class CodecRunner:
@@ -35,108 +50,179 @@ class CodecRunner:
         capture_sizes: Sequence[int] | None = None,
         device: str = "cpu",
     ):
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown codec attention backend {backend!r} (choose from {', '.join(BACKENDS)})")
-        if backend == "triton" and not str(device).startswith("cuda"):
-            raise ValueError("codec_attention_backend 'triton' needs CUDA; use 'sdpa' or 'slot' on this machine")
-        if backend == "triton":
-            raise ValueError("codec_attention_backend 'triton' is not built yet; use 'sdpa' or 'slot'")
-        self.decoder = decoder
-        self.backend = backend
         self.device = torch.device(device)
+        _check_backend(backend, self.device)
         cfg = decoder.cfg
         self.contexts = list(contexts or cfg.contexts)
-        if len(self.contexts) != cfg.num_layers:
-            raise ValueError(f"layer_contexts needs {cfg.num_layers} entries (one per codec layer), got {len(self.contexts)}")
-        self.ring_sizes = [c + max_chunk_frames if ring_headroom else c for c in self.contexts]
-        self.capture_sizes = sorted(capture_sizes) if capture_sizes else None
+        if len(self.contexts) != cfg.num_layers or any(c < 1 for c in self.contexts):
+            raise ValueError(
+                f"codec.layer_contexts needs {cfg.num_layers} entries >= 1 (one per codec layer), got {self.contexts}"
+            )
+        if num_slots < 1 or max_chunk_frames < 1:
+            raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
+        if capture_sizes and (min(capture_sizes) < 1 or list(capture_sizes) != sorted(set(capture_sizes))):
+            raise ValueError(f"codec.capture_sizes must be positive, ascending and unique, got {list(capture_sizes)}")
+        self.decoder = decoder
+        self.backend = backend
         self.num_slots = num_slots
+        self.max_chunk_frames = max_chunk_frames
+        self.ring_headroom = ring_headroom
+        # Headroom: a chunk's own writes never evict a key still in one of its queries' windows.
+        self.ring_sizes = [c + max_chunk_frames if ring_headroom else c for c in self.contexts]
+        self.capture_sizes = list(capture_sizes) if capture_sizes else None
         self.hop = cfg.hop
+        self.num_codebooks = cfg.num_codebooks
         heads, head_dim = cfg.num_heads, cfg.dim // cfg.num_heads
         dtype = next(decoder.parameters()).dtype
         self.k = [torch.zeros(num_slots, heads, r, head_dim, dtype=dtype, device=self.device) for r in self.ring_sizes]
         self.v = [torch.zeros_like(k) for k in self.k]
         self.kpos = [torch.full((num_slots, r), -1, dtype=torch.long, device=self.device) for r in self.ring_sizes]
-        self.pos = torch.zeros(num_slots, dtype=torch.long, device=self.device)
+        self._pos = [0] * num_slots  # frames decoded so far per slot (host side: no device sync to read)
+        self._heads = torch.arange(heads, device=self.device)
+
+    @property
+    def positions(self) -> list[int]:
+        return list(self._pos)
 
     def reset_slot(self, slot: int) -> None:
         """Forgets a finished request's state so the slot starts clean."""
-        for kp in self.kpos:
+        for k, v, kp in zip(self.k, self.v, self.kpos):
+            k[slot].zero_()
+            v[slot].zero_()
             kp[slot] = -1
-        self.pos[slot] = 0
+        self._pos[slot] = 0
 
     def padded_batch_size(self, rows: int) -> int:
+        """The capture size a batch of `rows` is padded up to (rows itself above the largest)."""
         if not self.capture_sizes or rows > self.capture_sizes[-1]:
             return rows
         return self.capture_sizes[bisect.bisect_left(self.capture_sizes, rows)]
 
     @torch.no_grad()
     def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0) -> list[np.ndarray]:
-        """Decodes one chunk (frames, K) per slot; returns float32 PCM per chunk."""
-        lengths = [len(c) for c in chunks]
-        batch = self.padded_batch_size(len(chunks))
-        frames = max(max(lengths), pad_to_frames)
-        k_books = self.decoder.cfg.num_codebooks
-        codes = torch.zeros(batch, frames, k_books, dtype=torch.long)
-        for i, c in enumerate(chunks):
-            codes[i, : len(c)] = torch.from_numpy(np.asarray(c, dtype=np.int64))
-        codes = codes.to(self.device)
-        n_real = len(chunks)
-        # Padding rows borrow slot 0 for reads only; they never write.
-        slot_idx = torch.tensor(list(slots) + [0] * (batch - n_real), device=self.device)
-        length = torch.tensor(lengths + [0] * (batch - n_real), device=self.device)
-        offsets = torch.arange(frames, device=self.device)
-        q_valid = offsets[None, :] < length[:, None]  # (B, N)
-        q_pos = self.pos[slot_idx][:, None] + offsets[None, :]  # absolute positions
+        """Decodes one chunk (frames, K) per slot; returns PCM per chunk (float32; float64 for a float64 decoder).
 
-        x = self.decoder.embed_codes(codes)
+        `pad_to_frames` pads the step's frame dimension (a padded tail); the
+        padding is computed and discarded, like capture-size padding rows.
+        """
+        lengths = [len(c) for c in chunks]
+        self._check_step(slots, lengths)
+        n_real = len(chunks)
+        batch = self.padded_batch_size(n_real)
+        frames = max(max(lengths), pad_to_frames)
+        codes = np.zeros((batch, frames, self.num_codebooks), dtype=np.int64)
+        for i, c in enumerate(chunks):
+            codes[i, : lengths[i]] = c
+        dev = self.device
+        slot_t = torch.tensor(list(slots), device=dev)
+        length_t = torch.tensor(lengths, device=dev)
+        offsets = torch.arange(frames, device=dev)
+        q_pos = torch.tensor([self._pos[s] for s in slots], device=dev)[:, None] + offsets  # (rows, frames) absolute
+
+        x = self.decoder.embed_codes(torch.from_numpy(codes).to(dev))
         for li, layer in enumerate(self.decoder.layers):
             q, k, v = layer.split_qkv(x)
-            self._write(li, slots, lengths, q_pos, k, v)
-            attend = self._attend_sdpa if self.backend == "sdpa" else self._attend_slot
-            attn = attend(li, q, slot_idx, q_pos, q_valid, n_real)
+            self._write(li, slot_t, length_t, offsets, q_pos, k, v)
+            if self.backend == "sdpa":
+                attn = self._attend_sdpa(li, q, slot_t, q_pos)
+            else:
+                attn = self._attend_slot(li, q, list(slots), q_pos)
             x = layer.finish(x, attn)
-        pcm = self.decoder.to_pcm(x).float().cpu().numpy()
+        pcm = self.decoder.to_pcm(x)
+        if pcm.dtype != torch.float64:  # float64 stays exact for reference checks; the rest become float32
+            pcm = pcm.float()
+        pcm = pcm.cpu().numpy()
         for s, n in zip(slots, lengths):
-            self.pos[s] += n
+            self._pos[s] += n
         return [pcm[i, : n * self.hop].copy() for i, n in enumerate(lengths)]
 
-    def _write(self, li: int, slots, lengths, q_pos, k, v) -> None:
+    def _check_step(self, slots: Sequence[int], lengths: list[int]) -> None:
+        if not lengths or len(slots) != len(lengths):
+            raise ValueError(f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(lengths)} chunks")
+        if len(set(slots)) != len(slots) or not all(0 <= s < self.num_slots for s in slots):
+            raise ValueError(f"slots of a step must be distinct and in 0..{self.num_slots - 1}, got {list(slots)}")
+        bad = [n for n in lengths if not 1 <= n <= self.max_chunk_frames]
+        if bad:
+            raise ValueError(f"chunks must have 1..{self.max_chunk_frames} frames (the rings are sized for that), got {bad}")
+
+    def _write(self, li, slot_t, length_t, offsets, q_pos, k, v) -> None:
+        """Writes every real frame's key/value into its slot's ring (only the last `ring` of a longer chunk)."""
         ring = self.ring_sizes[li]
-        for i, (s, n) in enumerate(zip(slots, lengths)):
-            if n == 0:
-                continue
-            first = max(0, n - ring)  # earlier entries would be overwritten within this chunk
-            pos = q_pos[i, first:n]
-            idx = pos % ring
-            self.k[li][s][:, idx] = k[i, :, first:n]
-            self.v[li][s][:, idx] = v[i, :, first:n]
-            self.kpos[li][s, idx] = pos
+        n_real = len(slot_t)
+        keep = (offsets[None] < length_t[:, None]) & (offsets[None] >= length_t[:, None] - ring)
+        row, col = keep.nonzero(as_tuple=True)
+        pos = q_pos[row, col]
+        slot, idx = slot_t[row], pos % ring
+        self.k[li][slot, :, idx] = k[:n_real][row, :, col]
+        self.v[li][slot, :, idx] = v[:n_real][row, :, col]
+        self.kpos[li][slot, idx] = pos
 
-    def _mask(self, li: int, kpos: torch.Tensor, q_pos: torch.Tensor, q_valid: torch.Tensor) -> torch.Tensor:
-        """(B, N, R) True where query attends key: written, not in the future, inside the window."""
+    def _attend_sdpa(self, li, q, slot_t, q_pos):
+        """Gathers each query's window (oldest first) from its slot's ring, then `window_attention`."""
+        ctx, ring = self.contexts[li], self.ring_sizes[li]
+        n_real, frames = q_pos.shape
+        win_pos = q_pos[:, :, None] - (ctx - 1) + torch.arange(ctx, device=self.device)  # (rows, frames, ctx)
+        idx = win_pos % ring
+        valid = (self.kpos[li][slot_t[:, None, None], idx] == win_pos) & (win_pos >= 0)
+        index = (slot_t[:, None, None, None], self._heads[None, :, None, None], idx[:, None])
+        k_win = self.k[li][index]  # (rows, heads, frames, ctx, head_dim), contiguous
+        v_win = self.v[li][index]
+        hidden = ~valid[:, None, :, :, None]
+        k_win.masked_fill_(hidden, 0)  # missing keys are zero, as in the whole-sequence reference
+        v_win.masked_fill_(hidden, 0)
+        batch = q.shape[0]
+        if batch > n_real:  # capture padding rows: nothing to attend to
+            pad = batch - n_real
+            k_win = torch.cat([k_win, k_win.new_zeros(pad, *k_win.shape[1:])])
+            v_win = torch.cat([v_win, v_win.new_zeros(pad, *v_win.shape[1:])])
+            valid = torch.cat([valid, valid.new_zeros(pad, *valid.shape[1:])])
+        return window_attention(q, k_win, v_win, valid)
+
+    def _attend_slot(self, li, q, slots: list[int], q_pos):
+        """Attends on the slot rings in place, one SDPA call per run of consecutive slots."""
         ctx = self.contexts[li]
-        kp = kpos[:, None, :]
-        qp = q_pos[:, :, None]
-        mask = (kp >= 0) & (kp <= qp) & (kp > qp - ctx)
-        # Padding queries attend to everything (their output is discarded) so no row is all -inf.
-        return mask | ~q_valid[:, :, None]
-
-    def _attend_sdpa(self, li, q, slot_idx, q_pos, q_valid, n_real):
-        """Gathers each row's ring into contiguous K/V, then PyTorch SDPA."""
-        k = self.k[li].index_select(0, slot_idx)
-        v = self.v[li].index_select(0, slot_idx)
-        mask = self._mask(li, self.kpos[li].index_select(0, slot_idx), q_pos, q_valid)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
-
-    def _attend_slot(self, li, q, slot_idx, q_pos, q_valid, n_real):
-        """Attends on each slot's ring in place (no gather copy), one row at a time."""
-        out = torch.zeros_like(q)
-        for i in range(n_real):
-            s = int(slot_idx[i])
-            kp = self.kpos[li][s][None]
-            mask = self._mask(li, kp, q_pos[i : i + 1], q_valid[i : i + 1])[0]  # (N, R)
-            scores = torch.matmul(q[i], self.k[li][s].transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-            scores = scores.masked_fill(~mask, float("-inf"))
-            out[i] = torch.matmul(torch.softmax(scores, dim=-1), self.v[li][s])
+        out = torch.zeros_like(q)  # capture padding rows stay zero
+        for lo, hi, rows in _slot_runs(slots):
+            span = hi - lo
+            row_t = torch.tensor(rows, device=self.device)  # rows come in slot order
+            at = torch.tensor([slots[r] - lo for r in rows], device=self.device)
+            if span == len(rows):
+                q_run, qp = q[row_t], q_pos[row_t]
+            else:  # idle slots inside the span get dummy queries
+                q_run = q.new_zeros(span, *q.shape[1:])
+                qp = q_pos.new_zeros(span, q_pos.shape[1])
+                q_run[at], qp[at] = q[row_t], q_pos[row_t]
+            kp = self.kpos[li][lo:hi][:, None, :]  # (span, 1, ring)
+            qpe = qp[:, :, None]
+            mask = (kp >= 0) & (kp <= qpe) & (kp > qpe - ctx)  # (span, frames, ring)
+            attn = F.scaled_dot_product_attention(q_run, self.k[li][lo:hi], self.v[li][lo:hi], attn_mask=mask[:, None])
+            attn = attn.masked_fill(~mask.any(-1)[:, None, :, None], 0)  # a query with no key outputs 0
+            out[row_t] = attn[at]
         return out
+
+
+def _slot_runs(slots: list[int]) -> list[tuple[int, int, list[int]]]:
+    """Groups batch rows into spans of slot ids [lo, hi) with few idle slots: (lo, hi, row indices)."""
+    order = sorted(range(len(slots)), key=slots.__getitem__)
+    runs: list[tuple[int, int, list[int]]] = []
+    for r in order:
+        s = slots[r]
+        if runs and s - runs[-1][1] <= SLOT_RUN_GAP:
+            lo, _, rows = runs[-1]
+            runs[-1] = (lo, s + 1, rows + [r])
+        else:
+            runs.append((s, s + 1, [r]))
+    return runs
+
+
+def _check_backend(backend: str, device: torch.device) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown codec_attention_backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if backend == "triton" and device.type != "cuda":
+        raise ValueError(
+            f"codec_attention_backend 'triton' needs CUDA; the codec runs on {device.type}: use 'sdpa' or 'slot'"
+        )
+    if backend == "triton":
+        raise ValueError(
+            "codec_attention_backend 'triton': the Triton ring-attention kernel is not part of this build; use 'sdpa' or 'slot'"
+        )

@@ -13,6 +13,17 @@ of exactly `context` entries the chunk's newest entries overwrite the oldest
 ones that its early tokens would still have seen; a ring of
 `context + max_chunk` entries (headroom) never loses a key still in any
 query's window, which makes chunked decoding equal whole-sequence decoding.
+
+Bit-exactness (float64) between chunked and whole-sequence decoding rests
+on two rules that both paths share through this module:
+
+- every matrix product runs over token rows padded to a multiple of
+  `ROW_TILE`, so each row is computed by the same BLAS micro-kernel whatever
+  the batch shape (an edge tile of a GEMM uses a different kernel and a
+  different summation order);
+- attention is computed per query over its own window of exactly `context`
+  keys ordered by absolute position (`window_attention`), so a query sees
+  the same keys in the same order in both paths.
 """
 
 from __future__ import annotations
@@ -76,6 +87,42 @@ class CodecEncoder(nn.Module):
         return torch.stack(codes, dim=-1)
 
 
+ROW_TILE = 16  # GEMM row padding; a multiple of the BLAS row tiles seen on x86 (4 with AVX2, 8 with AVX-512)
+
+
+def rowwise(fn, x: torch.Tensor) -> torch.Tensor:
+    """Applies a row-wise `fn` to x (..., features) with the row count padded to a multiple of ROW_TILE."""
+    lead = x.shape[:-1]
+    rows = x.reshape(-1, x.shape[-1])
+    n = rows.shape[0]
+    extra = -n % ROW_TILE
+    if extra:
+        rows = torch.cat([rows, rows.new_zeros(extra, rows.shape[1])])
+    out = fn(rows)[:n]
+    return out.reshape(*lead, out.shape[-1])
+
+
+def window_attention(q: torch.Tensor, k_win: torch.Tensor, v_win: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Each query attends to its own window of W keys.
+
+    q: (B, H, N, D); k_win, v_win: (B, H, N, W, D), the keys/values of query
+    n's window oldest first (invalid entries zero-filled); valid: (B, N, W).
+    A query with no valid key gets a zero output. Returns (B, H, N, D).
+    """
+    b, h, n, d = q.shape
+    w = k_win.shape[3]
+    # Fully masked queries attend to their zero-filled window: output exactly 0.
+    mask = valid | ~valid.any(-1, keepdim=True)
+    mask = mask[:, None].expand(b, h, n, w).reshape(b, h * n, 1, w)
+    out = F.scaled_dot_product_attention(
+        q.reshape(b, h * n, 1, d),
+        k_win.reshape(b, h * n, w, d),
+        v_win.reshape(b, h * n, w, d),
+        attn_mask=mask,
+    )
+    return out.view(b, h, n, d)
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: CodecConfig):
         super().__init__()
@@ -90,19 +137,25 @@ class DecoderLayer(nn.Module):
     def split_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x: (B, N, dim) -> q, k, v each (B, heads, N, head_dim)."""
         b, n, _ = x.shape
-        qkv = self.qkv(self.norm1(x)).view(b, n, 3, self.num_heads, self.head_dim)
+        qkv = rowwise(lambda r: self.qkv(self.norm1(r)), x).view(b, n, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)
         return q, k, v
 
     def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
         """Residual around attention output (B, heads, N, head_dim), then the FFN block."""
         b, _, n, _ = attn.shape
-        x = x + self.out(attn.transpose(1, 2).reshape(b, n, -1))
-        return x + self.ffn(self.norm2(x))
+        x = x + rowwise(self.out, attn.transpose(1, 2).reshape(b, n, -1))
+        return x + rowwise(lambda r: self.ffn(self.norm2(r)), x)
 
 
 class Upsampler(nn.Module):
-    """Frame rate -> sample rate with kernel == stride: no overlap between frames."""
+    """Frame rate -> sample rate with kernel == stride: no overlap between frames.
+
+    A transposed convolution whose kernel equals its stride maps each input
+    step to `stride` output steps on its own, i.e. it is one matrix product
+    per row; computing it that way keeps every frame's samples independent of
+    the batch shape (see ROW_TILE).
+    """
 
     def __init__(self, cfg: CodecConfig):
         super().__init__()
@@ -117,7 +170,17 @@ class Upsampler(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h: (B, N, dim) -> pcm (B, N * hop)."""
-        return self.net(h.transpose(1, 2)).squeeze(1)
+        b = h.shape[0]
+        x = h.reshape(-1, h.shape[-1])  # one row per time step
+        for layer in self.net:
+            if isinstance(layer, nn.ConvTranspose1d):
+                c_in, c_out, k = layer.weight.shape
+                weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)  # row j*c_out+co: output step j, channel co
+                bias = layer.bias.repeat(k)
+                x = rowwise(lambda r: F.linear(r, weight, bias), x).reshape(-1, c_out)
+            else:
+                x = layer(x)
+        return x.reshape(b, -1)
 
 
 class CodecDecoder(nn.Module):
@@ -146,16 +209,17 @@ class CodecDecoder(nn.Module):
         Each position attends to the `context` most recent positions including
         itself, exactly the window a streaming decode with ring headroom sees.
         """
-        contexts = contexts or self.cfg.contexts
-        x = self.embed_codes(codes).unsqueeze(0)
+        contexts = list(contexts or self.cfg.contexts)
+        x = self.embed_codes(codes.to(self.gain.device)).unsqueeze(0)
         n = x.shape[1]
-        pos = torch.arange(n)
         for layer, ctx in zip(self.layers, contexts):
             q, k, v = layer.split_qkv(x)
-            dist = pos[:, None] - pos[None, :]
-            mask = (dist >= 0) & (dist < ctx)
-            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            x = layer.finish(x, attn)
+            # Window of query i = padded positions i .. i+ctx-1, i.e. absolute i-ctx+1 .. i.
+            pad = (0, 0, ctx - 1, 0)
+            k_win = F.pad(k, pad).unfold(2, ctx, 1).transpose(-1, -2).contiguous()
+            v_win = F.pad(v, pad).unfold(2, ctx, 1).transpose(-1, -2).contiguous()
+            valid = (torch.arange(n + ctx - 1, device=x.device) >= ctx - 1).unfold(0, ctx, 1)[None]
+            x = layer.finish(x, window_attention(q, k_win, v_win, valid))
         return self.to_pcm(x)[0]
 
 
