@@ -115,3 +115,18 @@ def test_cancelled_request_frees_its_slot(engine_harness):
     scheduler = engine.codec.scheduler
     assert "cancel-me" not in " ".join(scheduler.requests)
     assert len(scheduler.free_slots) == scheduler.num_slots
+
+
+def test_concurrent_requests_with_a_new_reference_encode_it_once(engine_harness):
+    engine = engine_harness.engine
+    ref, sr = sf.read(DEMO_MANIFEST.parent / "prompts" / "kal_chicken.wav", dtype="float32")
+    ref = ref * 0.5  # a reference no other test has used
+
+    async def four():
+        return await asyncio.gather(*(collect(engine, TTSRequest(f"same-ref-{i}", "Hi.", ref, sr, seed=i)) for i in range(4)))
+
+    before = engine.stats()
+    results = engine_harness.run(four())
+    delta = engine.stats().minus(before)
+    assert sorted(r[-1].info.ref_cache for r in results) == ["cold", "hot", "hot", "hot"]
+    assert (delta.ref_cold, delta.ref_hot) == (1, 3)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import signal
+import os
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,24 +31,28 @@ def synth(
     manifest: Annotated[Path, typer.Argument(help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N rows of the manifest.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also redo utterances that failed in an earlier run into the same --out.")] = False,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
-    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", help="Retain failed/suspect audio + metadata here (or set OMNI_FAILED_SPEECH_AUDIO_DIR).")] = None,
-    allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow reference audio outside the manifest's folder.")] = False,
+    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", help="Retain failed/suspect audio + metadata here (or set OMNI_FAILED_SPEECH_AUDIO_DIR). Thresholds: --set retention.KEY=VALUE.")] = None,
+    allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
     profile: ProfileOption = None,
     set_: SetOption = None,
 ) -> None:
     """Synthesize every line of a manifest to OUT/<utt>.wav.
 
     Resumable: run it again with the same --out and finished utterances are
-    skipped. A bad row is reported (file:line: reason) and skipped; the rest of
-    the batch goes on. Exit code: 0 all rows ok, 1 some rows failed or were
-    invalid, 2 bad usage, 3 the engine failed, 130 interrupted.
+    skipped (--retry-failed redoes failed ones). A bad row is reported
+    (file:line: reason) and skipped; the rest of the batch goes on. Ctrl-C or
+    SIGTERM stops admitting rows, lets requests in flight finish for a few
+    seconds, writes the summary and shuts the engine down; a second Ctrl-C
+    exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
+    invalid, 2 bad usage or input, 3 the engine failed, 130 interrupted.
     """
+    from omnicli.interrupts import StopSignals
     from omnicli.manifest import ManifestError, read_manifest
     from omnicli.retention import Retainer
-    from omnicli.synthesis import build_summary, plan_run, write_summary
+    from omnicli.synthesis import OutputBusy, OutputLock, plan_run
 
     resolved = resolve_profile(profile, set_)
     try:
@@ -55,83 +61,151 @@ def synth(
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     for error in parsed.errors:
-        err_console.print(f"[yellow]skipped[/yellow] {error}")
-    plan = plan_run(parsed, out, limit=limit, retry_failed=retry_failed)
-    if plan.done or plan.failed_before:
-        console.print(f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier (not retried; --retry-failed), {len(plan.todo)} to do")
+        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
+    if not parsed.rows and not parsed.errors:
+        err_console.print(f"[red]error:[/red] {manifest}: no rows (expected {'JSON objects' if manifest.suffix in ('.jsonl', '.json') else 'utt|prompt_text|prompt_wav|text lines'})")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        lock = OutputLock(out)
+    except (OutputBusy, OSError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    plan = plan_run(parsed, out, limit=limit, retry_failed=retry_failed, profile_digest=resolved.digest)
+    if plan.done or plan.failed_before or plan.changed:
+        console.print(
+            f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
+            f"{' (not retried; use --retry-failed)' if plan.failed_before else ''}, "
+            f"{len(plan.changed)} changed in the manifest, {len(plan.todo)} to do"
+        )
+    if plan.other_profiles:
+        err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
     retainer = Retainer.from_option(keep_failed)
-    outcome = asyncio.run(_run(resolved, plan.todo, out, concurrency, max_new_tokens, retainer))
-    run, interrupted, engine_error = outcome
-    from datetime import datetime, timezone
-
-    summary = build_summary(parsed, out, run, resolved=resolved, limit=limit, interrupted=interrupted, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    out.mkdir(parents=True, exist_ok=True)
-    write_summary(out, summary)
+    session = _Session(parsed, out, resolved, limit, retainer)
+    with lock, StopSignals(session.on_first_signal, session.force_exit):
+        asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
+        session.phase = "done"
+        summary = session.write_summary()
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")
-    if engine_error:
-        err_console.print(f"[red]engine error:[/red] {engine_error}")
-        raise typer.Exit(EXIT_ENGINE)
-    if interrupted:
+    if session.interrupted:
         err_console.print("[yellow]interrupted[/yellow]: finished work is kept; run the same command again to resume")
         raise typer.Exit(EXIT_INTERRUPTED)
+    if session.engine_error:
+        err_console.print(f"[red]engine error:[/red] {session.engine_error}")
+        if summary["this_run"]["left_pending"]:
+            err_console.print("unfinished utterances are left pending: run the same command again to resume")
+        raise typer.Exit(EXIT_ENGINE)
     failed = summary["num_failed"] or summary["num_invalid_rows"]
     raise typer.Exit(EXIT_SOME_FAILED if failed else EXIT_OK)
 
 
-async def _run(resolved, rows, out, concurrency, max_new_tokens, retainer):
-    """Starts the engine, runs the batch under a progress bar, always closes the engine."""
-    from omnicli.engine import Engine, EngineError
-    from omnicli.synthesis import SynthRun
+class _Session:
+    """One `omni synth` invocation: engine life cycle, progress and signals.
 
-    if not rows:
-        return None, False, None
-    loop = asyncio.get_running_loop()
-    interrupted = False
-    run: SynthRun | None = None
+    Signals arrive on StopSignals' thread. While requests run, the first one
+    stops admitting work (SynthRun.stop); during engine start-up or shutdown,
+    and on any second signal, `force_exit` ends our processes and exits.
+    """
 
-    def on_signal() -> None:
-        nonlocal interrupted
-        interrupted = True
-        if run is not None:
-            run.stop.set()
-        else:
-            main_task.cancel()
+    def __init__(self, manifest, out: Path, resolved, limit, retainer):
+        self.manifest = manifest
+        self.out = out
+        self.resolved = resolved
+        self.limit = limit
+        self.retainer = retainer
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.phase = "starting"  # starting -> running -> closing -> done
+        self.interrupted = False
+        self.engine_error: str | None = None
+        self.run_obj = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    main_task = asyncio.current_task()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
-    engine = None
-    try:
-        with console.status(f"starting engine ({resolved.profile.model}, profile {resolved.name})"):
-            try:
-                engine = await Engine.start(resolved)
-            except EngineError as exc:
-                return None, interrupted, str(exc)
-        console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {resolved.name} {resolved.digest})")
-        with _progress() as progress:
-            task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
-            totals = {"audio": 0.0, "failed": 0}
+    # -- signals (watcher thread) ------------------------------------------------
+    def on_first_signal(self, sig) -> None:
+        self.interrupted = True
+        if self.phase == "running" and self._loop is not None and self.run_obj is not None:
+            err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
+            self._loop.call_soon_threadsafe(self.run_obj.stop.set)
+        elif self.phase != "done":
+            self.force_exit(sig)
 
-            def on_result(result) -> None:
-                totals["audio"] += result.audio_seconds
-                totals["failed"] += result.status != "ok"
-                if result.status != "ok":
-                    progress.console.print(f"[red]failed[/red] {result.utt} (line {result.line}): {result.error}")
-                elapsed = progress.tasks[0].elapsed or 1e-9
-                progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
+    def force_exit(self, sig) -> None:
+        """Ends the engine's processes now, writes what is known, exits 130."""
+        from omnicli.orphans import terminate_children
 
-            run = SynthRun(engine, out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=retainer, on_result=on_result)
-            await run.run(rows)
-        return run, interrupted, None
-    except asyncio.CancelledError:
-        return run, True, None
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        if engine is not None:
-            await engine.close()
+        self.interrupted = True
+        if self.phase == "done":
+            return  # the summary is written; the normal exit is moments away
+        err_console.print(f"\n[red]{sig.name}[/red]: forced exit; finished utterances are kept")
+        try:
+            terminate_children(grace_s=1.0)
+            self.write_summary()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+
+    # -- the run (event loop) --------------------------------------------------------
+    async def run(self, rows, concurrency: int, max_new_tokens: int | None) -> None:
+        """Starts the engine, runs the batch under a progress bar, always closes the engine."""
+        from omnicli.engine import Engine, EngineError
+        from omnicli.synthesis import SynthRun
+
+        if not rows:
+            return
+        self._loop = asyncio.get_running_loop()
+        engine = None
+        try:
+            with console.status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
+                try:
+                    engine = await Engine.start(self.resolved)
+                except EngineError as exc:
+                    self.engine_error = str(exc)
+                    return
+            console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
+            with _progress() as progress:
+                task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
+                totals = {"audio": 0.0, "failed": 0}
+
+                def on_result(result) -> None:
+                    totals["audio"] += result.audio_seconds
+                    totals["failed"] += result.status != "ok"
+                    if result.status != "ok":
+                        progress.console.print(f"[red]failed[/red] {self.manifest.path}:{result.line} {result.utt}: {result.error}", highlight=False)
+                    if result.retention_error:
+                        progress.console.print(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}", highlight=False)
+                    elapsed = progress.tasks[0].elapsed or 1e-9
+                    progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
+
+                self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
+                self.phase = "running"
+                if self.interrupted:  # a signal raced with start-up
+                    self.run_obj.stop.set()
+                await self.run_obj.run(rows)
+            self.engine_error = self.run_obj.engine_error
+        finally:
+            self.phase = "closing"
+            if engine is not None:
+                await engine.close()
+
+    def write_summary(self) -> dict:
+        from omnicli.synthesis import build_summary, write_summary
+
+        summary = build_summary(
+            self.manifest,
+            self.out,
+            self.run_obj,
+            resolved=self.resolved,
+            limit=self.limit,
+            interrupted=self.interrupted,
+            engine_error=self.engine_error,
+            retainer=self.retainer,
+            started_at=self.started_at,
+        )
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_summary(self.out, summary)
+        return summary
 
 
 def _progress() -> Progress:
@@ -155,6 +229,8 @@ def _print_summary(summary: dict, out: Path) -> None:
     table.add_row("invalid rows", str(summary["num_invalid_rows"]))
     table.add_row("audio (all ok rows)", f"{summary['audio_seconds']:.2f} s")
     table.add_row("this run", f"{run['attempted']} attempted in {run['wall_seconds']:.2f} s, {run['audio_throughput']:.2f} audio-s/s")
+    if summary.get("retention"):
+        table.add_row("retained", f"{summary['retention']['kept']} in {summary['retention']['dir']}")
     table.add_row("profile", f"{summary['profile_name']} ({summary['profile_digest']})")
     console.print(table)
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")

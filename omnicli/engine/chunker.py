@@ -3,7 +3,9 @@
 Sizes: the first chunk after `initial_codec_chunk_frames`, then every
 `codec_chunk_frames`. A `codec_chunk_ramp` such as [1, 4, 15] replaces the
 first sizes (its first entry overrides the initial size). Each request has
-its own Chunker, so requests advance through the ramp independently.
+its own Chunker, so requests advance through the ramp independently. At the
+end, `flush` returns the final partial chunk, or an empty array: the bare
+terminal message, which carries no codes.
 """
 
 from __future__ import annotations
@@ -15,19 +17,28 @@ import numpy as np
 
 class Chunker:
     def __init__(self, num_codebooks: int, initial_frames: int, chunk_frames: int, ramp: Sequence[int] | None = None):
-        if initial_frames < 1 or chunk_frames < 1 or (ramp is not None and (not ramp or min(ramp) < 1)):
-            raise ValueError("chunk sizes must be >= 1")
+        if initial_frames < 1:
+            raise ValueError(f"codec.initial_codec_chunk_frames must be >= 1, got {initial_frames}")
+        if chunk_frames < 1:
+            raise ValueError(f"codec.codec_chunk_frames must be >= 1, got {chunk_frames}")
+        if ramp is not None and (len(ramp) == 0 or min(ramp) < 1):
+            raise ValueError(f"codec.codec_chunk_ramp must be a non-empty list of sizes >= 1, got {list(ramp)}")
         self._sizes = list(ramp) if ramp else [initial_frames]
         self._steady = chunk_frames
         self._buf = np.zeros((0, num_codebooks), dtype=np.int64)
         self.chunks_emitted = 0
 
+    @property
+    def max_chunk_frames(self) -> int:
+        """The largest chunk this chunker can emit (what a ring's headroom must cover)."""
+        return max(*self._sizes, self._steady)
+
     def next_size(self) -> int:
         return self._sizes[self.chunks_emitted] if self.chunks_emitted < len(self._sizes) else self._steady
 
     def feed(self, frames: np.ndarray) -> list[np.ndarray]:
-        """Adds frames (n, K); returns every chunk that became complete."""
-        self._buf = np.concatenate([self._buf, frames]) if len(self._buf) else frames
+        """Adds frames (n, K); returns every chunk that became complete, in order."""
+        self._buf = np.concatenate([self._buf, np.asarray(frames, dtype=np.int64)])
         out = []
         while len(self._buf) >= (size := self.next_size()):
             out.append(self._buf[:size])
@@ -36,7 +47,7 @@ class Chunker:
         return out
 
     def flush(self) -> np.ndarray:
-        """The final partial chunk (possibly empty: then it is a bare terminal message)."""
+        """The final partial chunk; empty (0, K) when nothing is left: the bare terminal message."""
         rest, self._buf = self._buf, self._buf[:0]
         if len(rest):
             self.chunks_emitted += 1

@@ -1,22 +1,30 @@
 """Stage 1 scheduling policy: which ready chunks run in the next codec step.
 
-Pure logic with an injected clock, no threads and no tensors, so every rule
-is unit-testable:
+Pure logic with an injected clock (`now` arguments, chunk arrival times),
+no threads and no tensors, so every rule is unit-testable:
 
 - Slots: a request takes one of `num_slots` slots with its first executed
-  chunk and keeps it until it ends (finish, error or cancel). With no free
-  slot a new request simply waits.
+  chunk and keeps it until it ends (last chunk delivered, error or cancel).
+  With no free slot a new request simply waits. Free slots are handed out
+  lowest first, which keeps active slots contiguous for the `slot` backend.
+- In flight: a dispatched chunk is in flight until the stage reports it
+  delivered (`complete`); meanwhile its request gets no other chunk, no
+  rejection and no slot release, so audio reaches the client in order.
 - Atomic chunks: a chunk runs whole under the step budget (frames) or waits
-  intact; a chunk larger than the whole budget ends its request with one
-  error.
-- Coalescing: with fewer ready requests than `min_batch` while more could
-  become ready, wait for arrivals until `max_wait_s` after the first waiting
-  arrival (never extended by later arrivals); with fewer active requests
-  than the target, or a zero wait, dispatch at once.
+  intact at the head of its request's queue; a chunk larger than the whole
+  budget ends its request with one error once nothing of it is in flight.
+- Coalescing: with fewer runnable requests than `min_batch` while enough
+  others could still become runnable, wait until `max_wait` after the first
+  waiting arrival. The window is fixed when it opens (arrivals never extend
+  it) and closes with the batch it produced. Only distinct runnable
+  requests count: more chunks of a ready request (duplicates), chunks of
+  ended requests (stale) and bare terminal messages (finished, retired at
+  once without compute) do not.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,7 +35,7 @@ import numpy as np
 @dataclass
 class Chunk:
     request_id: str
-    codes: np.ndarray  # (frames, K); may be empty for a bare terminal message
+    codes: np.ndarray  # (frames, K); empty for a bare terminal message
     is_last: bool
     arrival: float
 
@@ -37,108 +45,215 @@ class Chunk:
 
 
 @dataclass
-class RequestSlot:
+class Row:
+    """One request's chunk in a step."""
+
     request_id: str
-    slot: int | None = None
-    ready: deque = field(default_factory=deque)
+    slot: int
+    chunk: Chunk
+
+
+@dataclass
+class Retired:
+    """A request ended without compute: a bare terminal (error None) or an oversized chunk."""
+
+    request_id: str
+    slot: int | None  # the slot it freed (its state must be reset), if it held one
+    error: str | None = None
 
 
 @dataclass
 class StepPlan:
-    rows: list[tuple[RequestSlot, Chunk]] = field(default_factory=list)
-    rejected: list[tuple[str, str, int | None]] = field(default_factory=list)  # (request, reason, freed slot)
-    wait_s: float | None = None  # when nothing runs: seconds until the window closes (None: idle)
+    rows: list[Row] = field(default_factory=list)
+    retired: list[Retired] = field(default_factory=list)  # deliver before waiting
+    wait_s: float | None = None  # no rows: seconds until the coalescing window closes (None: nothing to wait for)
+
+
+@dataclass
+class _Request:
+    request_id: str
+    slot: int | None = None
+    ready: deque = field(default_factory=deque)
+    in_flight: bool = False
+    ending: bool = False  # its last chunk is in flight
+    cancelled: bool = False  # cancelled while a chunk was in flight
+    ended_input: bool = False  # its last chunk has been received
 
 
 class CodecScheduler:
     def __init__(self, num_slots: int, budget_frames: int, min_batch: int = 1, max_wait_ms: float = 0.0):
-        if not 1 <= min_batch <= num_slots:
-            raise ValueError(f"generation_min_batch_size must be between 1 and the slot count ({num_slots}), got {min_batch}")
-        if not math.isfinite(max_wait_ms) or max_wait_ms < 0:
-            raise ValueError(f"generation_max_wait_ms must be a finite number >= 0, got {max_wait_ms}")
+        check_settings(num_slots, budget_frames, min_batch, max_wait_ms)
         self.num_slots = num_slots
         self.budget = budget_frames
         self.min_batch = min_batch
         self.max_wait_s = max_wait_ms / 1000.0
-        self.requests: dict[str, RequestSlot] = {}
-        self.free_slots = list(range(num_slots - 1, -1, -1))  # pop() hands out slot 0 first
+        self._requests: dict[str, _Request] = {}
+        self._free = list(range(num_slots))  # a heap: the lowest free slot first
+        self._window_start: float | None = None  # first waiting arrival of the open window
         self._window_opened: float | None = None
-        self.coalescing_waits = 0
-        self.coalescing_wait_s = 0.0
+        self.coalescing_waits = 0  # windows opened
+        self.coalescing_wait_s = 0.0  # time from a window's opening to its dispatch
 
-    # -- inbox events ----------------------------------------------------
+    # -- events ------------------------------------------------------------
     def open(self, request_id: str) -> None:
-        """A request exists upstream (counts as active before its first chunk)."""
-        self.requests.setdefault(request_id, RequestSlot(request_id))
+        """A request exists upstream: it counts as active before its first chunk."""
+        self._requests.setdefault(request_id, _Request(request_id))
 
     def add_chunk(self, chunk: Chunk) -> bool:
-        """Queues a ready chunk; False for a stale one (request unknown or ended)."""
-        req = self.requests.get(chunk.request_id)
-        if req is None:
+        """Queues a chunk; False when it is dropped (request unknown, ended or cancelled; empty non-terminal)."""
+        req = self._requests.get(chunk.request_id)
+        if req is None or req.cancelled or req.ended_input:
             return False
+        if chunk.frames == 0 and not chunk.is_last:
+            return False
+        req.ended_input = chunk.is_last
+        if chunk.frames == 0 and req.ready:  # a bare terminal behind queued audio: the last audio ends the request
+            req.ready[-1].is_last = True
+            return True
         req.ready.append(chunk)
         return True
 
-    def close(self, request_id: str) -> int | None:
-        """Ends a request (cancel, error or delivered); returns the slot it freed."""
-        req = self.requests.pop(request_id, None)
-        if req is None or req.slot is None:
+    def cancel(self, request_id: str) -> int | None:
+        """Ends a request (client gone, upstream error). Returns the slot to reset now, if any;
+        a request with a chunk in flight releases its slot on `complete` instead."""
+        req = self._requests.get(request_id)
+        if req is None:
             return None
-        self.free_slots.append(req.slot)
-        return req.slot
+        req.ready.clear()
+        if req.in_flight:
+            req.cancelled = True
+            return None
+        return self._release(req)
 
-    # -- the decision ----------------------------------------------------
-    def _runnable(self) -> list[RequestSlot]:
-        free = len(self.free_slots)
-        out = []
-        for req in self.requests.values():
-            if not req.ready:
-                continue
-            if req.slot is None:
-                if free == 0:
-                    continue
-                free -= 1
-            out.append(req)
-        return sorted(out, key=lambda r: r.ready[0].arrival)
+    def complete(self, request_id: str, failed: bool = False) -> int | None:
+        """The request's in-flight chunk was delivered (or its step failed). Returns the slot
+        freed when that ended the request (last chunk, cancelled meanwhile, or failed)."""
+        req = self._requests.get(request_id)
+        if req is None:
+            return None
+        req.in_flight = False
+        if req.ending or req.cancelled or failed:
+            return self._release(req)
+        return None
 
+    # -- the decision --------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
-        plan = StepPlan()
-        # Oversized chunks can never run: end their requests first.
-        for req in list(self.requests.values()):
-            if req.ready and req.ready[0].frames > self.budget:
-                reason = f"codec chunk of {req.ready[0].frames} frames exceeds the step budget max_num_batched_tokens={self.budget}"
-                plan.rejected.append((req.request_id, reason, self.close(req.request_id)))
-        runnable = self._runnable()
+        plan = StepPlan(retired=self._retire())
+        runnable, could_join = self._candidates()
         if not runnable:
-            self._window_opened = None
+            self._close_window(now)
             return plan
-        if self._should_wait(runnable, now):
-            first_arrival = runnable[0].ready[0].arrival
-            if self._window_opened is None:
+        if self._should_wait(runnable, could_join):
+            if self._window_start is None:
+                self._window_start = runnable[0].ready[0].arrival
                 self._window_opened = now
                 self.coalescing_waits += 1
-            plan.wait_s = max(0.0, first_arrival + self.max_wait_s - now)
-            return plan
-        if self._window_opened is not None:
-            self.coalescing_wait_s += now - self._window_opened
-            self._window_opened = None
+            deadline = self._window_start + self.max_wait_s
+            if now < deadline:
+                plan.wait_s = deadline - now
+                return plan
+        self._close_window(now)
         left = self.budget
         for req in runnable:
             chunk = req.ready[0]
             if chunk.frames > left:
-                continue  # waits intact for a later step
-            req.ready.popleft()
+                continue  # waits intact, keeping its place, for a later step
             if req.slot is None:
-                req.slot = self.free_slots.pop()
+                req.slot = heapq.heappop(self._free)
+            req.ready.popleft()
+            req.in_flight = True
+            req.ending = chunk.is_last
             left -= chunk.frames
-            plan.rows.append((req, chunk))
+            plan.rows.append(Row(req.request_id, req.slot, chunk))
         return plan
 
-    def _should_wait(self, runnable: list[RequestSlot], now: float) -> bool:
+    def _retire(self) -> list[Retired]:
+        """Ends requests whose head needs no compute: bare terminals and oversized chunks."""
+        out = []
+        for req in list(self._requests.values()):
+            if req.in_flight or not req.ready:
+                continue
+            head = req.ready[0]
+            if head.frames == 0:
+                out.append(Retired(req.request_id, self._release(req)))
+            elif head.frames > self.budget:
+                reason = (
+                    f"codec chunk of {head.frames} frames exceeds the codec step budget "
+                    f"(codec.max_num_batched_tokens={self.budget} frames): it can never be scheduled"
+                )
+                out.append(Retired(req.request_id, self._release(req), reason))
+        return out
+
+    def _candidates(self) -> tuple[list[_Request], int]:
+        """Requests that can run in this step, oldest head first, and how many others could still join."""
+        holders, seekers, idle_holders, idle_seekers = [], [], 0, 0
+        for req in self._requests.values():
+            ready = bool(req.ready) and not req.in_flight
+            if req.slot is not None:
+                if ready:
+                    holders.append(req)
+                else:
+                    idle_holders += 1
+            elif ready:
+                seekers.append(req)
+            else:
+                idle_seekers += 1
+        free = len(self._free)
+        seekers.sort(key=lambda r: r.ready[0].arrival)
+        starting = seekers[:free]  # a request without a slot starts only when one is free
+        runnable = sorted(holders + starting, key=lambda r: r.ready[0].arrival)
+        could_join = idle_holders + min(idle_seekers, free - len(starting))
+        return runnable, could_join
+
+    def _should_wait(self, runnable: list[_Request], could_join: int) -> bool:
         if self.max_wait_s == 0 or len(runnable) >= self.min_batch:
             return False
-        active = len(self.requests)
-        if active < self.min_batch or active == len(runnable):
-            return False  # nobody else can become ready
-        deadline = runnable[0].ready[0].arrival + self.max_wait_s
-        return now < deadline
+        return len(runnable) + could_join >= self.min_batch  # else waiting cannot reach the target
+
+    def _close_window(self, now: float) -> None:
+        if self._window_opened is not None:
+            self.coalescing_wait_s += now - self._window_opened
+        self._window_start = self._window_opened = None
+
+    def _release(self, req: _Request) -> int | None:
+        del self._requests[req.request_id]
+        if req.slot is not None:
+            heapq.heappush(self._free, req.slot)
+        return req.slot
+
+    # -- introspection -------------------------------------------------------
+    @property
+    def active(self) -> int:
+        return len(self._requests)
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    def slot_of(self, request_id: str) -> int | None:
+        req = self._requests.get(request_id)
+        return req.slot if req else None
+
+    def queued_frames(self, request_id: str) -> list[int]:
+        """Frames of each chunk a request has waiting (for tests and diagnostics)."""
+        req = self._requests.get(request_id)
+        return [c.frames for c in req.ready] if req else []
+
+
+def check_settings(num_slots: int, budget_frames: int, min_batch: int, max_wait_ms: float) -> None:
+    """Rejects settings the scheduler cannot honour, naming the profile key."""
+    if not _is_int(num_slots) or num_slots < 1:
+        raise ValueError(f"codec.max_num_seqs must be an integer >= 1, got {num_slots!r}")
+    if not _is_int(budget_frames) or budget_frames < 1:
+        raise ValueError(f"codec.max_num_batched_tokens must be an integer >= 1 (frames per step), got {budget_frames!r}")
+    if not _is_int(min_batch) or not 1 <= min_batch <= num_slots:
+        raise ValueError(
+            f"codec.generation_min_batch_size must be an integer from 1 to codec.max_num_seqs ({num_slots}): "
+            f"the coalescing target cannot exceed the request slots; got {min_batch!r}"
+        )
+    if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, (int, float)) or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
+        raise ValueError(f"codec.generation_max_wait_ms must be a finite number of milliseconds >= 0, got {max_wait_ms!r}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -1,10 +1,18 @@
 """Stage 1: the codec generation loop on its own thread.
 
 The engine posts events (request opened, chunk ready, request cancelled)
-into a thread-safe inbox; the loop applies them to the `CodecScheduler`,
-runs the planned step on the `CodecRunner` and hands PCM back through
-`deliver(request_id, pcm, is_last, error)`, which the engine makes
-thread-safe for its event loop.
+into a thread-safe inbox; each cycle of the loop applies every waiting
+event to the `CodecScheduler`, retires what needs no compute (bare
+terminals, oversized chunks), runs the planned step on the `CodecRunner`
+and hands PCM back through `deliver(request_id, pcm, is_last, error)`,
+which the engine makes thread-safe for its event loop. Then it waits as
+the coalescing policy says:
+
+- `fixed`: inside a coalescing window, sleeps in ticks of `poll_s` and
+  re-evaluates after each tick (arrivals do not wake it); when idle, waits
+  on the inbox at most `poll_s` at a time.
+- `idle_wait`: inside a window, blocks on the inbox until an arrival or the
+  window's end; when nothing is runnable, blocks on the inbox until an event.
 """
 
 from __future__ import annotations
@@ -14,38 +22,64 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from omnicli.engine.codec_runner import CodecRunner
-from omnicli.engine.codec_scheduler import Chunk, CodecScheduler
+from omnicli.engine.codec_scheduler import Chunk, CodecScheduler, Row
 
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, np.ndarray, bool, "str | None"], None]
-FIXED_POLL_S = 0.001  # the `fixed` policy's polling period inside a window
+POLICIES = ("fixed", "idle_wait")
+FIXED_POLL_S = 0.001  # the `fixed` policy's polling period
 
 _OPEN, _CHUNK, _CANCEL, _STOP = "open", "chunk", "cancel", "stop"
+_NO_AUDIO = np.zeros(0, np.float32)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What the loop does after a cycle: sleep `seconds`, or wait on the inbox up to `seconds` (None: forever)."""
+
+    seconds: float | None
+    on_inbox: bool
 
 
 class CodecStage:
-    def __init__(self, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, *, policy: str = "fixed", threads: int = 1, pad_tail_frames: int = 0):
-        if policy not in ("fixed", "idle_wait"):
-            raise ValueError(f"generation_coalescing_policy must be 'fixed' or 'idle_wait', got {policy!r}")
+    def __init__(
+        self,
+        runner: CodecRunner,
+        scheduler: CodecScheduler,
+        deliver: Deliver,
+        *,
+        policy: str = "fixed",
+        threads: int = 1,
+        pad_tail_frames: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+        poll_s: float = FIXED_POLL_S,
+    ):
+        if policy not in POLICIES:
+            raise ValueError(f"codec.generation_coalescing_policy must be 'fixed' or 'idle_wait', got {policy!r}")
         self.runner = runner
         self.scheduler = scheduler
         self._deliver = deliver
         self._policy = policy
         self._threads = threads
         self._pad_tail_frames = pad_tail_frames
+        self._clock = clock
+        self._poll_s = poll_s
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="omni-codec-stage", daemon=True)
         self.steps = 0
         self.rows = 0
         self.frames = 0
-        self.compute_s = 0.0
-        self.last_progress = time.perf_counter()
+        self.compute_s = 0.0  # inside CodecRunner.execute
+        self.busy_s = 0.0  # inside cycles that ran a step (compute plus scheduling, delivery, bookkeeping)
+        self.last_progress = clock()
         self.failure: BaseException | None = None
 
     # -- called from the engine's thread ----------------------------------
@@ -56,7 +90,7 @@ class CodecStage:
         self._inbox.put((_OPEN, request_id))
 
     def submit(self, request_id: str, codes: np.ndarray, is_last: bool) -> None:
-        self._inbox.put((_CHUNK, Chunk(request_id, codes, is_last, time.perf_counter())))
+        self._inbox.put((_CHUNK, Chunk(request_id, codes, is_last, self._clock())))
 
     def cancel(self, request_id: str) -> None:
         self._inbox.put((_CANCEL, request_id))
@@ -71,78 +105,84 @@ class CodecStage:
         return self._thread.is_alive()
 
     # -- the loop ------------------------------------------------------------
-    def _apply(self, event) -> bool:
-        kind, payload = event
-        if kind == _STOP:
-            return False
-        if kind == _OPEN:
-            self.scheduler.open(payload)
-        elif kind == _CHUNK:
-            self.scheduler.add_chunk(payload)  # stale chunks of ended requests are dropped
-        elif kind == _CANCEL:
-            self._free(payload)
-        return True
-
-    def _free(self, request_id: str) -> None:
-        slot = self.scheduler.close(request_id)
-        if slot is not None:
-            self.runner.reset_slot(slot)
-
     def _run(self) -> None:
         torch.set_num_threads(self._threads)
         try:
-            self._loop()
+            while not self._stopping:
+                self._wait(self.cycle())
         except BaseException as exc:  # reported by the engine; requests waiting get errors
             log.exception("codec stage crashed")
             self.failure = exc
 
-    def _loop(self) -> None:
-        timeout: float | None = None
-        while True:
-            try:
-                event = self._inbox.get(timeout=timeout) if timeout != 0 else self._inbox.get_nowait()
-                if not self._apply(event):
-                    return
-                while True:  # drain everything already waiting
-                    if not self._apply(self._inbox.get_nowait()):
-                        return
-            except queue.Empty:
-                pass
-            plan = self.scheduler.schedule(time.perf_counter())
-            for request_id, reason, slot in plan.rejected:
-                if slot is not None:
-                    self.runner.reset_slot(slot)
-                self._deliver(request_id, np.zeros(0, np.float32), True, reason)
-            if plan.rows:
-                self._execute(plan.rows)
-                timeout = 0
-            elif plan.wait_s is not None:  # coalescing window open
-                timeout = min(plan.wait_s, FIXED_POLL_S) if self._policy == "fixed" else plan.wait_s
-            else:
-                timeout = FIXED_POLL_S * 10 if self._policy == "fixed" else None
+    def cycle(self) -> Wait:
+        """One pass: apply waiting events, retire, run at most one step, say how to wait."""
+        self._drain()
+        if self._stopping:
+            return Wait(0.0, False)
+        t0 = self._clock()
+        plan = self.scheduler.schedule(t0)
+        for r in plan.retired:
+            self._reset(r.slot)
+            self._deliver(r.request_id, _NO_AUDIO, True, r.error)
+        if plan.rows:
+            self._execute(plan.rows)
+            self.busy_s += self._clock() - t0
+            return Wait(0.0, False)
+        if plan.wait_s is not None:  # inside a coalescing window
+            if self._policy == "fixed":
+                return Wait(min(plan.wait_s, self._poll_s), False)
+            return Wait(plan.wait_s, True)
+        return Wait(self._poll_s, True) if self._policy == "fixed" else Wait(None, True)
 
-    def _execute(self, rows) -> None:
-        compute = [(req, chunk) for req, chunk in rows if chunk.frames]
-        pcms: dict[str, np.ndarray] = {}
-        if compute:
-            pad = self._pad_tail_frames if any(c.is_last for _, c in compute) else 0
-            t0 = time.perf_counter()
+    def _wait(self, wait: Wait) -> None:
+        if wait.seconds == 0:
+            return
+        if not wait.on_inbox:
+            time.sleep(wait.seconds)
+            return
+        try:
+            self._apply(self._inbox.get(timeout=wait.seconds))
+        except queue.Empty:
+            pass
+
+    def _drain(self) -> None:
+        while not self._stopping:
             try:
-                out = self.runner.execute([r.slot for r, _ in compute], [c.codes for _, c in compute], pad_to_frames=pad)
-            except Exception as exc:  # one bad step fails its own requests only
-                log.exception("codec step failed")
-                for req, _ in rows:
-                    self._free(req.request_id)
-                    self._deliver(req.request_id, np.zeros(0, np.float32), True, f"codec step failed: {type(exc).__name__}: {exc}")
+                self._apply(self._inbox.get_nowait())
+            except queue.Empty:
                 return
-            self.compute_s += time.perf_counter() - t0
-            self.steps += 1
-            self.rows += len(compute)
-            self.frames += sum(c.frames for _, c in compute)
-            pcms = {req.request_id: pcm for (req, _), pcm in zip(compute, out)}
-        self.last_progress = time.perf_counter()
-        for req, chunk in rows:
-            pcm = pcms.get(req.request_id, np.zeros(0, np.float32))
-            if chunk.is_last:
-                self._free(req.request_id)
-            self._deliver(req.request_id, pcm, chunk.is_last, None)
+
+    def _apply(self, event) -> None:
+        kind, payload = event
+        if kind == _STOP:
+            self._stopping = True
+        elif kind == _OPEN:
+            self.scheduler.open(payload)
+        elif kind == _CHUNK:
+            self.scheduler.add_chunk(payload)  # stale chunks of ended requests are dropped
+        elif kind == _CANCEL:
+            self._reset(self.scheduler.cancel(payload))
+
+    def _reset(self, slot: int | None) -> None:
+        if slot is not None:
+            self.runner.reset_slot(slot)
+
+    def _execute(self, rows: list[Row]) -> None:
+        pad = self._pad_tail_frames if any(r.chunk.is_last for r in rows) else 0
+        t0 = self._clock()
+        try:
+            out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad)
+        except Exception as exc:  # one bad step fails its own requests only
+            log.exception("codec step failed")
+            for r in rows:
+                self._reset(self.scheduler.complete(r.request_id, failed=True))
+                self._deliver(r.request_id, _NO_AUDIO, True, f"codec step failed: {type(exc).__name__}: {exc}")
+            return
+        self.compute_s += self._clock() - t0
+        self.steps += 1
+        self.rows += len(rows)
+        self.frames += sum(r.chunk.frames for r in rows)
+        self.last_progress = self._clock()
+        for r, pcm in zip(rows, out):
+            self._deliver(r.request_id, pcm.astype(np.float32, copy=False), r.chunk.is_last, None)
+            self._reset(self.scheduler.complete(r.request_id))

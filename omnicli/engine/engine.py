@@ -47,8 +47,11 @@ class Engine:
         self._pool = pool
         self._loop = asyncio.get_running_loop()
         self._outputs: dict[str, asyncio.Queue] = {}
+        self._encoding: dict[str, asyncio.Future] = {}  # reference key -> encoding in progress
         self._ids = itertools.count()
         self._closed = False
+        self._last_delivery = time.perf_counter()  # any request's output; see fault()
+        self._stalled: str | None = None
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
         self.model_name = adapter.name
@@ -145,6 +148,8 @@ class Engine:
             raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
 
         outputs: asyncio.Queue = asyncio.Queue()
+        if not self._outputs:  # the engine-wide stall clock starts with the first request in flight
+            self._last_delivery = time.perf_counter()
         self._outputs[rid] = outputs
         self.codec.open(rid)
         pump = asyncio.create_task(self._pump(rid, prompt, max_tokens, request.seed, info))
@@ -166,10 +171,23 @@ class Engine:
             raise RequestFailed(request.request_id, "reference audio has no samples", info)
         key = self.refs.key(pcm)
         codes = self.refs.lookup(key)
-        info.ref_cache = "hot" if codes is not None else "cold"
-        if codes is None:
-            codes = await self._loop.run_in_executor(self._pool, self.refs.encode, key, pcm)
-        return codes
+        if codes is not None:
+            info.ref_cache = "hot"
+            return codes
+        # Concurrent requests with the same new reference share one encoding:
+        # the first is "cold", the others wait for it and count as "hot".
+        pending = self._encoding.get(key)
+        if pending is not None:
+            info.ref_cache = "hot"
+            self.refs.count_hot()
+            return await asyncio.shield(pending)
+        info.ref_cache = "cold"
+        future = self._loop.run_in_executor(self._pool, self.refs.encode, key, pcm)
+        self._encoding[key] = future
+        try:
+            return await asyncio.shield(future)
+        finally:
+            self._encoding.pop(key, None)
 
     async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
@@ -214,16 +232,34 @@ class Engine:
             if is_last:
                 return
 
-    def _health_problem(self, idle_s: float, timeout: float) -> str | None:
+    def fault(self) -> str | None:
+        """Why the engine as a whole can serve no more requests, or None while it can.
+
+        A stage that died, or no output to any request in flight for
+        `stage_timeout_s` (a hung stage). Callers use it to tell an engine
+        failure from a failure of one request.
+        """
+        if self._closed:
+            return "engine is closed"
         if not self.codec.alive:
             return f"codec stage stopped: {self.codec.failure!r}"
         if self.talker.errored():
             return "talker (vLLM engine core) died"
+        stalled = time.perf_counter() - self._last_delivery
+        if self._stalled is None and self._outputs and stalled > self.profile.stage_timeout_s:
+            # Sticky: a hung stage does not come back, and its requests are gone once failed.
+            self._stalled = f"no request got output for {stalled:.0f}s (stage_timeout_s={self.profile.stage_timeout_s:g}): the engine stopped responding"
+        return self._stalled
+
+    def _health_problem(self, idle_s: float, timeout: float) -> str | None:
+        if problem := self.fault():
+            return problem
         if idle_s > timeout:
             return f"no audio for {idle_s:.0f}s (stage_timeout_s={timeout:g}): a stage stopped responding"
         return None
 
     def _deliver(self, rid: str, pcm: np.ndarray, is_last: bool, error: str | None) -> None:
+        self._last_delivery = time.perf_counter()
         q = self._outputs.get(rid)
         if q is not None:
             q.put_nowait((pcm, is_last, error))

@@ -44,6 +44,11 @@ class ReferenceCache:
                 self.hot += 1
             return codes
 
+    def count_hot(self) -> None:
+        """Counts a request served by an encoding another request started."""
+        with self._lock:
+            self.hot += 1
+
     def encode(self, key: str, pcm: np.ndarray) -> np.ndarray:
         """Encodes (runs torch; call off the event loop) and stores the codes."""
         dtype = next(self._encoder.parameters()).dtype

@@ -15,8 +15,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from omnicli.engine.request import EngineError
+from omnicli.orphans import OrphanGuard
 
 log = logging.getLogger(__name__)
+
+# vLLM's own INFO/WARNING lines (set at its import, in this process and the
+# engine core) drown a CLI's output; users can still ask for them.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 GiB = 1 << 30
 
@@ -79,6 +84,7 @@ class Talker:
         self._in_flight = 0
         self._busy_since = 0.0
         self.busy_seconds = 0.0  # wall time with at least one request in flight
+        self._guard: OrphanGuard | None = None
 
     @classmethod
     async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int) -> "Talker":
@@ -95,6 +101,7 @@ class Talker:
             dtype=cfg.dtype,
             seed=seed,
             disable_log_stats=True,
+            use_tqdm_on_load=False,
         )
         if platform == "cpu":
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_space_gb * GiB)
@@ -103,21 +110,33 @@ class Talker:
             if cfg.cudagraph_capture_sizes:
                 kwargs["compilation_config"] = {"cudagraph_capture_sizes": list(cfg.cudagraph_capture_sizes)}
         env = {
+            # vLLM and torch deprecation chatter from the engine-core process.
+            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning"),
             # Explicit either way: vLLM otherwise picks a runner by itself.
             "VLLM_USE_V2_MODEL_RUNNER": "1" if cfg.model_runner == "v2" else "0",
-            "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
         }
         if platform == "cpu":
             # No core pinning (machines are shared); the thread count bounds the talker.
             env.update(VLLM_CPU_OMP_THREADS_BIND="nobind", OMP_NUM_THREADS=str(cfg.threads))
         t0 = time.perf_counter()
+        # vLLM's engine core outlives a parent killed with SIGKILL; the guard ends it then.
+        guard = OrphanGuard()
         try:
             with _env(env):
                 llm = _make_async_llm(AsyncEngineArgs(**kwargs), platform)
-        except Exception as exc:  # vLLM raises many types; the user needs one clear message
-            raise EngineError(f"the talker (vLLM) failed to start for {model_path}: {type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:
+            guard.disarm()  # vLLM has ended its processes itself
+            if not isinstance(exc, Exception):
+                raise
+            # vLLM raises many types; the user needs one clear message
+            raise EngineError(
+                f"the talker (vLLM) failed to start for {model_path}: {type(exc).__name__}: {exc}"
+                " (vLLM's log above names the cause)"
+            ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
-        return cls(llm, allowed_token_ids, cfg)
+        talker = cls(llm, allowed_token_ids, cfg)
+        talker._guard = guard
+        return talker
 
     def _sampling_params(self, max_tokens: int, seed: int | None):
         from vllm import SamplingParams
@@ -177,3 +196,5 @@ class Talker:
         llm.shutdown = lambda *args, **kwargs: None
         del llm
         gc.collect()
+        if self._guard is not None:
+            self._guard.disarm()

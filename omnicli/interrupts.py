@@ -1,0 +1,85 @@
+"""Ctrl-C / SIGTERM for long batch commands: the first asks to stop, the next one forces.
+
+Signals are read on a watcher thread from CPython's wakeup fd rather than in
+a Python signal handler, because the main thread may be blocked in native
+code (vLLM start-up, a torch op) for a long time: the user's second Ctrl-C
+must work even then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable
+
+Callback = Callable[[signal.Signals], None]
+
+
+class StopSignals:
+    """Context manager (main thread only) routing SIGINT/SIGTERM to callbacks.
+
+    `on_first(sig)` runs for the first signal, `on_force(sig)` for every later
+    one; both run on the watcher thread, so they must be thread-safe (e.g.
+    `loop.call_soon_threadsafe`). Either callback may be swapped at any time.
+    """
+
+    def __init__(self, on_first: Callback, on_force: Callback, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)):
+        self.on_first = on_first
+        self.on_force = on_force
+        self.signals = tuple(signal.Signals(s) for s in signals)
+        self.received: list[signal.Signals] = []
+        self._old_handlers: dict = {}
+        self._old_wakeup = -1
+        self._pipe: tuple[int, int] | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.received)
+
+    def __enter__(self) -> "StopSignals":
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        self._pipe = (r, w)
+        for sig in self.signals:
+            # A Python-level handler is needed for CPython to write the wakeup byte;
+            # it does nothing itself (no KeyboardInterrupt in the middle of cleanup).
+            self._old_handlers[sig] = signal.signal(sig, _ignore)
+        self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, args=(r,), name="omni-stop-signals", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.set_wakeup_fd(self._old_wakeup)
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        r, w = self._pipe
+        os.close(w)  # the watcher reads EOF and ends
+        if self._thread is not None:
+            self._thread.join(2.0)
+        with contextlib.suppress(OSError):
+            os.close(r)
+
+    def _watch(self, fd: int) -> None:
+        wanted = {int(s) for s in self.signals}
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if number not in wanted:
+                    continue
+                sig = signal.Signals(number)
+                self.received.append(sig)
+                callback = self.on_first if len(self.received) == 1 else self.on_force
+                callback(sig)
+
+
+def _ignore(signum, frame) -> None:
+    pass

@@ -1,0 +1,132 @@
+"""No orphaned engine processes, however this process ends.
+
+vLLM runs its engine core in a child process that does not notice when its
+parent is killed with SIGKILL: it keeps running (and holding memory) for
+ever. `OrphanGuard` starts a small watcher process in its own session that
+holds the read end of a pipe from us and notes our new child processes as
+they appear. When we die in any way the pipe closes and the watcher
+terminates those processes and their descendants. A normal shutdown disarms
+it first.
+
+Run as `python -m omnicli.orphans PARENT_PID [EXCLUDED_PID ...]` it is that watcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterable
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+TERM_GRACE_S = 5.0  # SIGTERM first (vLLM cleans up on it), SIGKILL after this
+POLL_S = 0.5  # how often the watcher looks for new children of its parent
+_DISARM = b"disarm\n"
+
+
+def is_resource_tracker(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker exits by itself once its users are gone and must
+    outlive them to unlink their shared memory, so it is never killed here."""
+    with contextlib.suppress(psutil.Error):
+        return any("resource_tracker" in part for part in proc.cmdline())
+    return False
+
+
+def terminate_tree(procs: Iterable[psutil.Process], grace_s: float = TERM_GRACE_S) -> list[int]:
+    """SIGTERM `procs` and their descendants, SIGKILL what is left after `grace_s`.
+
+    Returns the pids that had to be killed. Resource trackers are spared.
+    """
+    everyone: dict[int, psutil.Process] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            for p in [proc, *proc.children(recursive=True)]:
+                if not is_resource_tracker(p):
+                    everyone[p.pid] = p
+    alive = list(everyone.values())
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    if grace_s > 0:
+        _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=2.0)
+    return [p.pid for p in alive]
+
+
+def terminate_children(grace_s: float = TERM_GRACE_S) -> list[int]:
+    """Ends every child process of this process (and their descendants), resource trackers spared."""
+    return terminate_tree(psutil.Process().children(), grace_s)
+
+
+class OrphanGuard:
+    """Terminates the child processes this process starts from now on, if it dies before `disarm()`."""
+
+    def __init__(self) -> None:
+        me = os.getpid()
+        existing = [str(p.pid) for p in psutil.Process(me).children()]
+        self._watcher: subprocess.Popen | None = None
+        try:
+            self._watcher = subprocess.Popen(
+                [sys.executable, "-m", "omnicli.orphans", str(me), *existing],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to our process group must not end the watcher
+            )
+        except OSError as exc:  # a safety net only: the engine works without it
+            log.warning("could not start the orphan guard: %s", exc)
+
+    @property
+    def watcher_pid(self) -> int | None:
+        return self._watcher.pid if self._watcher else None
+
+    def disarm(self) -> None:
+        """Normal shutdown: the watcher exits without touching anything."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            watcher.stdin.write(_DISARM)
+            watcher.stdin.close()
+        try:
+            watcher.wait(5.0)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
+
+
+def _watch(parent_pid: int, excluded: set[int]) -> None:
+    """Notes the parent's new children until it says `disarm` or dies (EOF), then ends them."""
+    excluded.add(os.getpid())
+    known: dict[int, psutil.Process] = {}
+    stdin = sys.stdin.buffer.fileno()
+    data = b""
+    while True:
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(parent_pid).children():
+                if p.pid not in excluded and p.pid not in known and not is_resource_tracker(p):
+                    known[p.pid] = p
+        ready, _, _ = select.select([stdin], [], [], POLL_S)
+        if not ready:
+            continue
+        chunk = os.read(stdin, 64)
+        if not chunk:
+            break  # the parent is gone
+        data += chunk
+        if _DISARM in data:
+            return
+    # psutil.Process remembers the create time: a recycled pid is not signalled.
+    terminate_tree([p for p in known.values() if p.is_running()])
+
+
+if __name__ == "__main__":
+    _watch(int(sys.argv[1]), {int(a) for a in sys.argv[2:]})

@@ -1,0 +1,82 @@
+"""The per-request Chunker: initial/steady sizes, ramps, flush and the bare terminal."""
+
+import numpy as np
+import pytest
+
+from omnicli.engine.chunker import Chunker
+
+K = 4
+
+
+def frames(n: int, start: int = 0) -> np.ndarray:
+    return (np.arange(start, start + n)[:, None] * np.ones(K, dtype=np.int64)).astype(np.int64)
+
+
+def sizes(chunks) -> list[int]:
+    return [len(c) for c in chunks]
+
+
+def test_initial_then_steady_sizes_and_flush():
+    ch = Chunker(K, initial_frames=5, chunk_frames=25)
+    out = ch.feed(frames(63))
+    assert sizes(out) == [5, 25, 25]
+    rest = ch.flush()
+    assert len(rest) == 8
+    # Frames come out in order, nothing lost or repeated.
+    assert np.array_equal(np.concatenate([*out, rest])[:, 0], np.arange(63))
+
+
+def test_ramp_replaces_first_sizes_and_overrides_initial():
+    ch = Chunker(K, initial_frames=5, chunk_frames=25, ramp=[1, 4, 15])
+    out = ch.feed(frames(100))
+    assert sizes(out) == [1, 4, 15, 25, 25, 25]
+    assert len(ch.flush()) == 5
+    assert ch.max_chunk_frames == 25
+
+
+def test_ramp_progresses_per_request_independently():
+    a = Chunker(K, 5, 25, ramp=[1, 4, 15])
+    b = Chunker(K, 5, 25, ramp=[1, 4, 15])
+    assert sizes(a.feed(frames(5))) == [1, 4]
+    # b starts at the beginning of the ramp whatever a did.
+    assert sizes(b.feed(frames(1))) == [1]
+    assert sizes(a.feed(frames(15))) == [15]
+    assert sizes(b.feed(frames(4))) == [4]
+    assert a.next_size() == 25 and b.next_size() == 15
+
+
+def test_feeding_piecewise_gives_the_same_chunks_as_at_once():
+    whole = Chunker(K, 3, 7, ramp=[2, 5])
+    expected = whole.feed(frames(40)) + [whole.flush()]
+    piece = Chunker(K, 3, 7, ramp=[2, 5])
+    got = []
+    start = 0
+    for n in [1, 1, 3, 0, 9, 2, 11, 13]:
+        got += piece.feed(frames(n, start))
+        start += n
+    got.append(piece.flush())
+    assert sizes(got) == sizes(expected)
+    assert all(np.array_equal(x, y) for x, y in zip(got, expected))
+
+
+def test_empty_terminal_carries_no_codes():
+    ch = Chunker(K, 2, 4)
+    assert sizes(ch.feed(frames(6))) == [2, 4]
+    last = ch.flush()
+    assert last.shape == (0, K)
+    assert ch.chunks_emitted == 2  # an empty terminal is not a chunk of audio
+
+
+def test_a_steady_size_larger_than_the_input_flushes_everything_as_the_tail():
+    ch = Chunker(K, 10, 25)
+    assert ch.feed(frames(7)) == []
+    assert len(ch.flush()) == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [((0, 25, None), "initial_codec_chunk_frames"), ((5, 0, None), "codec_chunk_frames"), ((5, 25, []), "codec_chunk_ramp"), ((5, 25, [1, 0]), "codec_chunk_ramp")],
+)
+def test_invalid_sizes_are_rejected_with_the_key(args, key):
+    with pytest.raises(ValueError, match=key):
+        Chunker(K, *args)
