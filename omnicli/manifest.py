@@ -13,6 +13,7 @@ from pathlib import Path
 
 SEED_TTS_FIELDS = "utt|prompt_text|prompt_wav|text[|gt_wav]"
 MAX_UTT_BYTES = 200  # leaves room for ".wav" and temp-file affixes under NAME_MAX (255)
+AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".rf64"})
 
 
 @dataclass(frozen=True)
@@ -69,21 +70,27 @@ def check_utt_id(utt: str) -> str | None:
     return None
 
 
-def resolve_audio_path(value: str, base: Path, allow_outside: bool, must_exist: bool = True) -> tuple[Path | None, str | None]:
-    """Resolves a manifest audio path relative to `base`; returns (path, error)."""
+def resolve_audio_path(
+    value: str, base: Path, allow_outside: bool, must_exist: bool = True, *, what: str = "reference audio"
+) -> tuple[Path | None, str | None]:
+    """Resolves a manifest audio path relative to `base`; returns (path, error).
+
+    Symbolic links are followed before the containment check, so a link that
+    points outside the manifest folder counts as outside.
+    """
     if not value:
         return None, None
     if "\x00" in value:
-        return None, f"audio path {value!r} contains a NUL byte"
+        return None, f"{what} path {value!r} contains a NUL byte"
     raw = Path(value)
     path = (raw if raw.is_absolute() else base / raw).resolve()
     if not allow_outside:
         if raw.is_absolute():
-            return None, f"absolute audio path {value!r} is not allowed (use a path relative to the manifest, or --allow-outside-paths)"
+            return None, f"absolute {what} path {value!r} is not allowed (use a path relative to the manifest, or --allow-outside-paths)"
         if not path.is_relative_to(base.resolve()):
-            return None, f"audio path {value!r} escapes the manifest folder (use --allow-outside-paths to permit)"
+            return None, f"{what} path {value!r} escapes the manifest folder (use --allow-outside-paths to permit)"
     if must_exist and not path.is_file():
-        return None, f"reference audio not found: {path}"
+        return None, f"{what} is a directory: {path}" if path.is_dir() else f"{what} not found: {path}"
     return path, None
 
 
@@ -95,6 +102,9 @@ def _parse_seed_tts(line: str) -> tuple[dict | None, str | None]:
         return None, f"expected {SEED_TTS_FIELDS}, found {len(parts)} fields (is there a '|' inside the text?)"
     utt, prompt_text, prompt_wav, text = (p.strip() for p in parts[:4])
     gt_wav = parts[4].strip() if len(parts) == 5 else ""
+    if gt_wav and Path(gt_wav).suffix.lower() not in AUDIO_SUFFIXES:
+        # Otherwise "a|b|c.wav|hello|world" would silently lose "|world" from the text.
+        return None, f"5th field {gt_wav!r} is not an audio file name (is there a '|' inside the text?)"
     return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav}, None
 
 
@@ -163,13 +173,16 @@ def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False, ch
             if utt in seen:
                 bad(f"duplicate utterance id {utt!r} (first on line {seen[utt]})", utt)
                 continue
+            seen[utt] = line_no  # even if this row turns out bad: a later row must not take its id
             prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
             if error:
                 bad(error, utt)
                 continue
-            # gt_wav is informational (used by evaluation); a missing one is not an error.
-            gt_wav = (base / fields["gt_wav"]).resolve() if fields["gt_wav"] else None
-            seen[utt] = line_no
+            # gt_wav is informational (used by evaluation): a missing file is not an error.
+            gt_wav, error = resolve_audio_path(fields["gt_wav"], base, allow_outside_paths, must_exist=False, what="gt_wav")
+            if error:
+                bad(error, utt)
+                continue
             manifest.rows.append(
                 ManifestRow(
                     utt=utt,

@@ -286,6 +286,8 @@ class SynthRun:
             self.engine_error = fault
             self._engine_failed.set()
             return None
+        if error is not None and self.stop.is_set():
+            return None  # failed while we shut down (a Ctrl-C also reaches vLLM's process): retry on resume
         pcm = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         sr = self.engine.sample_rate
         result.audio_seconds = len(pcm) / sr

@@ -43,8 +43,11 @@ def _sweep(runs: Sequence[dict]):
         p99 = [r.get("p99_audio_ttfp_ms") for _, r in pts]
         if any(v is not None for v in p99):
             ax_lat.plot(xs, [v if v is not None else float("nan") for v in p99], marker="x", linestyle="--", label=f"{label} p99")
+    levels = sorted({r["max_concurrency"] for r in runs})
     for ax in (ax_tp, ax_lat):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])  # the measured levels, not powers of 2
+        ax.minorticks_off()
         ax.set_xlabel("concurrency")
         ax.grid(True, alpha=0.3)
         ax.legend()

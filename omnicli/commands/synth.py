@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -120,6 +121,7 @@ class _Session:
         self.engine_error: str | None = None
         self.run_obj = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._summary_lock = threading.Lock()
 
     # -- signals (watcher thread) ------------------------------------------------
     def on_first_signal(self, sig) -> None:
@@ -140,7 +142,9 @@ class _Session:
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; finished utterances are kept")
         try:
             terminate_children(grace_s=1.0)
-            self.write_summary()
+            # Held until exit, so the main thread is never cut off in the middle of its own write.
+            if self._summary_lock.acquire(timeout=5.0):
+                self.write_summary(locked=True)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -189,9 +193,12 @@ class _Session:
             if engine is not None:
                 await engine.close()
 
-    def write_summary(self) -> dict:
+    def write_summary(self, locked: bool = False) -> dict:
         from omnicli.synthesis import build_summary, write_summary
 
+        if not locked:
+            with self._summary_lock:
+                return self.write_summary(locked=True)
         summary = build_summary(
             self.manifest,
             self.out,

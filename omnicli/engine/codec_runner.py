@@ -78,7 +78,6 @@ class CodecRunner:
         self.v = [torch.zeros_like(k) for k in self.k]
         self.kpos = [torch.full((num_slots, r), -1, dtype=torch.long, device=self.device) for r in self.ring_sizes]
         self._pos = [0] * num_slots  # frames decoded so far per slot (host side: no device sync to read)
-        self._heads = torch.arange(heads, device=self.device)
 
     @property
     def positions(self) -> list[int]:
@@ -161,15 +160,17 @@ class CodecRunner:
         """Gathers each query's window (oldest first) from its slot's ring, then `window_attention`."""
         ctx, ring = self.contexts[li], self.ring_sizes[li]
         n_real, frames = q_pos.shape
-        win_pos = q_pos[:, :, None] - (ctx - 1) + torch.arange(ctx, device=self.device)  # (rows, frames, ctx)
-        idx = win_pos % ring
-        valid = (self.kpos[li][slot_t[:, None, None], idx] == win_pos) & (win_pos >= 0)
-        index = (slot_t[:, None, None, None], self._heads[None, :, None, None], idx[:, None])
-        k_win = self.k[li][index]  # (rows, heads, frames, ctx, head_dim), contiguous
-        v_win = self.v[li][index]
-        hidden = ~valid[:, None, :, :, None]
-        k_win.masked_fill_(hidden, 0)  # missing keys are zero, as in the whole-sequence reference
-        v_win.masked_fill_(hidden, 0)
+        # One position-ordered buffer per row covers every window of the row: query n's is buf[n : n + ctx].
+        buf_pos = q_pos[:, :1] - (ctx - 1) + torch.arange(frames + ctx - 1, device=self.device)
+        idx = buf_pos % ring
+        slot_col = slot_t[:, None]
+        valid = (self.kpos[li][slot_col, idx] == buf_pos) & (buf_pos >= 0)  # (rows, L)
+        hidden = ~valid[:, :, None, None]
+        k_buf = self.k[li][slot_col, :, idx].masked_fill_(hidden, 0)  # (rows, L, heads, head_dim); missing keys are 0
+        v_buf = self.v[li][slot_col, :, idx].masked_fill_(hidden, 0)
+        k_win = k_buf.unfold(1, ctx, 1).permute(0, 2, 1, 4, 3).contiguous()  # (rows, heads, frames, ctx, head_dim)
+        v_win = v_buf.unfold(1, ctx, 1).permute(0, 2, 1, 4, 3).contiguous()
+        valid = valid.unfold(1, ctx, 1)  # (rows, frames, ctx)
         batch = q.shape[0]
         if batch > n_real:  # capture padding rows: nothing to attend to
             pad = batch - n_real

@@ -38,10 +38,10 @@ class Chunk:
     codes: np.ndarray  # (frames, K); empty for a bare terminal message
     is_last: bool
     arrival: float
+    frames: int = field(init=False)  # computed once: the scheduler reads it often
 
-    @property
-    def frames(self) -> int:
-        return int(len(self.codes))
+    def __post_init__(self) -> None:
+        self.frames = int(len(self.codes))
 
 
 @dataclass

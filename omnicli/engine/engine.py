@@ -51,7 +51,7 @@ class Engine:
         self._ids = itertools.count()
         self._closed = False
         self._last_delivery = time.perf_counter()  # any request's output; see fault()
-        self._stalled: str | None = None
+        self._failure: str | None = None  # sticky; see fault()
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
         self.model_name = adapter.name
@@ -195,8 +195,10 @@ class Engine:
         k = self.adapter.num_codebooks
         chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
         pending: list[int] = []
+        finish: str | None = None
         try:
             async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
+                finish = delta.finish_reason if delta.finished else finish
                 info.talker_tokens += len(delta.token_ids)
                 pending.extend(delta.token_ids)
                 whole = len(pending) // k * k
@@ -206,6 +208,12 @@ class Engine:
                     info.codec_frames += len(frames)
                     for chunk in chunker.feed(frames):
                         self.codec.submit(rid, chunk, False)
+            if finish not in ("length", "stop"):  # cut short: its audio is truncated, not finished
+                if finish == "abort":  # we never abort a request whose pump runs: vLLM is shutting down
+                    self._failure = self._failure or "the talker (vLLM engine core) aborted its requests: it is shutting down"
+                reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
+                self._deliver(rid, np.zeros(0, np.float32), True, reason)
+                return
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise
@@ -246,10 +254,10 @@ class Engine:
         if self.talker.errored():
             return "talker (vLLM engine core) died"
         stalled = time.perf_counter() - self._last_delivery
-        if self._stalled is None and self._outputs and stalled > self.profile.stage_timeout_s:
+        if self._failure is None and self._outputs and stalled > self.profile.stage_timeout_s:
             # Sticky: a hung stage does not come back, and its requests are gone once failed.
-            self._stalled = f"no request got output for {stalled:.0f}s (stage_timeout_s={self.profile.stage_timeout_s:g}): the engine stopped responding"
-        return self._stalled
+            self._failure = f"no request got output for {stalled:.0f}s (stage_timeout_s={self.profile.stage_timeout_s:g}): the engine stopped responding"
+        return self._failure
 
     def _health_problem(self, idle_s: float, timeout: float) -> str | None:
         if problem := self.fault():
