@@ -44,24 +44,28 @@ def bench_backends(batches: list[int], reps: int) -> None:
     decoder = load_model("omni-tiny").codec.decoder
     k = decoder.cfg.num_codebooks
     rng = np.random.default_rng(0)
+    backends = ("sdpa", "slot")
     print(f"\n[backends] omni-tiny codec, float32, {torch.get_num_threads()} thread(s), {STEADY}-frame chunks, "
-          f"contexts {decoder.cfg.contexts}; median of {reps} steps")
+          f"contexts {decoder.cfg.contexts}; backends alternate step by step, median of {reps} steps each")
     print(f"{'batch':>6} {'backend':>8} {'ms/step':>9} {'ms/frame':>9} {'audio-s/s':>10}")
     for batch in batches:
-        for backend in ("sdpa", "slot"):
-            runner = CodecRunner(decoder, batch, max_chunk_frames=STEADY, backend=backend)
-            slots = list(range(batch))
-            for _ in range(3):  # fill the rings (largest context 64 frames) and warm up
-                runner.execute(slots, [_codes(rng, STEADY, k) for _ in slots])
-            times = []
-            for _ in range(reps):
-                chunks = [_codes(rng, STEADY, k) for _ in slots]
+        slots = list(range(batch))
+        runners = {b: CodecRunner(decoder, batch, max_chunk_frames=STEADY, backend=b) for b in backends}
+        for _ in range(3):  # fill the rings (largest context: 64 frames) and warm up
+            chunks = [_codes(rng, STEADY, k) for _ in slots]
+            for runner in runners.values():
+                runner.execute(slots, chunks)
+        times: dict[str, list[float]] = {b: [] for b in backends}
+        for _ in range(reps):  # alternating keeps both backends under the same background load
+            chunks = [_codes(rng, STEADY, k) for _ in slots]
+            for name, runner in runners.items():
                 t0 = time.perf_counter()
                 runner.execute(slots, chunks)
-                times.append(time.perf_counter() - t0)
-            ms = statistics.median(times) * 1000
+                times[name].append(time.perf_counter() - t0)
+        for name in backends:
+            ms = statistics.median(times[name]) * 1000
             audio_s = batch * STEADY / 12.5
-            print(f"{batch:>6} {backend:>8} {ms:>9.2f} {ms / (batch * STEADY):>9.3f} {audio_s / (ms / 1000):>10.1f}")
+            print(f"{batch:>6} {name:>8} {ms:>9.2f} {ms / (batch * STEADY):>9.3f} {audio_s / (ms / 1000):>10.1f}")
 
 
 def bench_overhead(active: int, steps: int) -> None:

@@ -271,6 +271,7 @@ def test_a_chunk_left_over_by_the_budget_does_not_wait_a_second_window():
     assert ids(plan) == ["a"]  # window expired; b does not fit
     run_all(s, plan)
     assert ids(s.schedule(0.011)) == ["b"]  # its arrival is 10 ms old: no new wait
+    assert s.coalescing_waits == 0  # nothing actually waited
 
 
 def test_duplicate_stale_and_finished_notifications_do_not_count_toward_the_target():

@@ -8,7 +8,7 @@ import torch
 
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
-from omnicli.engine.codec_stage import FIXED_POLL_S, CodecStage, Wait
+from omnicli.engine.codec_stage import FIXED_IDLE_POLL_S, FIXED_POLL_S, CodecStage, Wait
 from omnicli.engine.models.codec import CodecConfig, CodecDecoder
 
 
@@ -78,7 +78,7 @@ def test_an_unknown_policy_is_rejected_at_start_up():
 @pytest.mark.parametrize(
     ("policy", "in_window", "idle"),
     [
-        ("fixed", Wait(FIXED_POLL_S, False), Wait(FIXED_POLL_S, True)),  # sleeps in ticks; polls the inbox when idle
+        ("fixed", Wait(FIXED_POLL_S, False), Wait(FIXED_IDLE_POLL_S, True)),  # sleeps in ticks; polls the inbox when idle
         ("idle_wait", Wait(0.010, True), Wait(None, True)),  # blocks on the inbox until an arrival or the deadline
     ],
 )

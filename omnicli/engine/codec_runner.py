@@ -157,10 +157,10 @@ class CodecRunner:
         self.kpos[li][slot, idx] = pos
 
     def _attend_sdpa(self, li, q, slot_t, q_pos):
-        """Gathers each query's window (oldest first) from its slot's ring, then `window_attention`."""
+        """Gathers one position-ordered buffer per row from its slot's ring, then `window_attention`."""
         ctx, ring = self.contexts[li], self.ring_sizes[li]
         n_real, frames = q_pos.shape
-        # One position-ordered buffer per row covers every window of the row: query n's is buf[n : n + ctx].
+        # Covers every window of the row: query n's is buffer rows n .. n + ctx - 1.
         buf_pos = q_pos[:, :1] - (ctx - 1) + torch.arange(frames + ctx - 1, device=self.device)
         idx = buf_pos % ring
         slot_col = slot_t[:, None]
@@ -168,16 +168,14 @@ class CodecRunner:
         hidden = ~valid[:, :, None, None]
         k_buf = self.k[li][slot_col, :, idx].masked_fill_(hidden, 0)  # (rows, L, heads, head_dim); missing keys are 0
         v_buf = self.v[li][slot_col, :, idx].masked_fill_(hidden, 0)
-        k_win = k_buf.unfold(1, ctx, 1).permute(0, 2, 1, 4, 3).contiguous()  # (rows, heads, frames, ctx, head_dim)
-        v_win = v_buf.unfold(1, ctx, 1).permute(0, 2, 1, 4, 3).contiguous()
-        valid = valid.unfold(1, ctx, 1)  # (rows, frames, ctx)
         batch = q.shape[0]
         if batch > n_real:  # capture padding rows: nothing to attend to
             pad = batch - n_real
-            k_win = torch.cat([k_win, k_win.new_zeros(pad, *k_win.shape[1:])])
-            v_win = torch.cat([v_win, v_win.new_zeros(pad, *v_win.shape[1:])])
-            valid = torch.cat([valid, valid.new_zeros(pad, *valid.shape[1:])])
-        return window_attention(q, k_win, v_win, valid)
+            k_buf = torch.cat([k_buf, k_buf.new_zeros(pad, *k_buf.shape[1:])])
+            v_buf = torch.cat([v_buf, v_buf.new_zeros(pad, *v_buf.shape[1:])])
+            valid = torch.cat([valid, valid.new_zeros(pad, valid.shape[1])])
+        out = window_attention(q.transpose(1, 2), k_buf, v_buf, valid, ctx)
+        return out.transpose(1, 2)
 
     def _attend_slot(self, li, q, slots: list[int], q_pos):
         """Attends on the slot rings in place, one SDPA call per run of consecutive slots."""

@@ -144,12 +144,12 @@ class CodecScheduler:
             self._close_window(now)
             return plan
         if self._should_wait(runnable, could_join):
-            if self._window_start is None:
-                self._window_start = runnable[0].ready[0].arrival
-                self._window_opened = now
-                self.coalescing_waits += 1
-            deadline = self._window_start + self.max_wait_s
+            start = runnable[0].ready[0].arrival if self._window_start is None else self._window_start
+            deadline = start + self.max_wait_s
             if now < deadline:
+                if self._window_start is None:  # open the window: fixed from now on
+                    self._window_start, self._window_opened = start, now
+                    self.coalescing_waits += 1
                 plan.wait_s = deadline - now
                 return plan
         self._close_window(now)

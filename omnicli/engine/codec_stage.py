@@ -8,9 +8,9 @@ and hands PCM back through `deliver(request_id, pcm, is_last, error)`,
 which the engine makes thread-safe for its event loop. Then it waits as
 the coalescing policy says:
 
-- `fixed`: inside a coalescing window, sleeps in ticks of `poll_s` and
-  re-evaluates after each tick (arrivals do not wake it); when idle, waits
-  on the inbox at most `poll_s` at a time.
+- `fixed`: inside a coalescing window, sleeps in ticks of `poll_s` (1 ms)
+  and re-evaluates after each tick (arrivals do not wake it); when idle,
+  waits on the inbox at most 50 ms at a time.
 - `idle_wait`: inside a window, blocks on the inbox until an arrival or the
   window's end; when nothing is runnable, blocks on the inbox until an event.
 """
@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, np.ndarray, bool, "str | None"], None]
 POLICIES = ("fixed", "idle_wait")
-FIXED_POLL_S = 0.001  # the `fixed` policy's polling period
+FIXED_POLL_S = 0.001  # the `fixed` policy's polling period inside a window
+FIXED_IDLE_POLL_S = 0.05  # ... and when idle (an arrival wakes it anyway; this only bounds the wake-ups)
 
 _OPEN, _CHUNK, _CANCEL, _STOP = "open", "chunk", "cancel", "stop"
 _NO_AUDIO = np.zeros(0, np.float32)
@@ -132,7 +133,7 @@ class CodecStage:
             if self._policy == "fixed":
                 return Wait(min(plan.wait_s, self._poll_s), False)
             return Wait(plan.wait_s, True)
-        return Wait(self._poll_s, True) if self._policy == "fixed" else Wait(None, True)
+        return Wait(FIXED_IDLE_POLL_S, True) if self._policy == "fixed" else Wait(None, True)
 
     def _wait(self, wait: Wait) -> None:
         if wait.seconds == 0:

@@ -102,25 +102,30 @@ def rowwise(fn, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, out.shape[-1])
 
 
-def window_attention(q: torch.Tensor, k_win: torch.Tensor, v_win: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Each query attends to its own window of W keys.
+def window_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, valid: torch.Tensor, context: int) -> torch.Tensor:
+    """Each query attends to its own window of `context` keys, oldest first.
 
-    q: (B, H, N, D); k_win, v_win: (B, H, N, W, D), the keys/values of query
-    n's window oldest first (invalid entries zero-filled); valid: (B, N, W).
-    A query with no valid key gets a zero output. Returns (B, H, N, D).
+    q: (B, N, H, D). k_buf, v_buf: (B, N + context - 1, H, D), contiguous,
+    ordered by absolute position: query n's window is buffer rows
+    n .. n + context - 1 (missing keys zero-filled). valid: (B, N + context - 1).
+    The windows are strided views of the buffers (no copy); each (query,
+    head) is one SDPA problem of 1 query over `context` keys, so its result
+    does not depend on the batch around it. A query with no valid key gets
+    a zero output. Returns (B, N, H, D).
     """
-    b, h, n, d = q.shape
-    w = k_win.shape[3]
-    # Fully masked queries attend to their zero-filled window: output exactly 0.
-    mask = valid | ~valid.any(-1, keepdim=True)
-    mask = mask[:, None].expand(b, h, n, w).reshape(b, h * n, 1, w)
-    out = F.scaled_dot_product_attention(
-        q.reshape(b, h * n, 1, d),
-        k_win.reshape(b, h * n, w, d),
-        v_win.reshape(b, h * n, w, d),
-        attn_mask=mask,
-    )
-    return out.view(b, h, n, d)
+    b, n, h, d = q.shape
+    length = k_buf.shape[1]
+    if length != n + context - 1 or not (k_buf.is_contiguous() and v_buf.is_contiguous()):
+        raise ValueError(f"window_attention needs contiguous buffers of {n + context - 1} rows, got {tuple(k_buf.shape)}")
+    # (B, N*H, context, D) with query-head i = n*H + h reading rows n.. of head h.
+    shape, strides = (b, n * h, context, d), (length * h * d, d, h * d, 1)
+    k_win = k_buf.as_strided(shape, strides, k_buf.storage_offset())
+    v_win = v_buf.as_strided(shape, strides, v_buf.storage_offset())
+    mask = valid.unfold(1, context, 1)  # (B, N, context)
+    mask = mask | ~mask.any(-1, keepdim=True)  # fully masked: attend to the zero-filled window, output 0
+    mask = mask[:, :, None, :].expand(b, n, h, context).reshape(b, n * h, 1, context)
+    out = F.scaled_dot_product_attention(q.reshape(b, n * h, 1, d), k_win, v_win, attn_mask=mask)
+    return out.view(b, n, h, d)
 
 
 class DecoderLayer(nn.Module):
@@ -213,13 +218,13 @@ class CodecDecoder(nn.Module):
         x = self.embed_codes(codes.to(self.gain.device)).unsqueeze(0)
         n = x.shape[1]
         for layer, ctx in zip(self.layers, contexts):
-            q, k, v = layer.split_qkv(x)
-            # Window of query i = padded positions i .. i+ctx-1, i.e. absolute i-ctx+1 .. i.
-            pad = (0, 0, ctx - 1, 0)
-            k_win = F.pad(k, pad).unfold(2, ctx, 1).transpose(-1, -2).contiguous()
-            v_win = F.pad(v, pad).unfold(2, ctx, 1).transpose(-1, -2).contiguous()
-            valid = (torch.arange(n + ctx - 1, device=x.device) >= ctx - 1).unfold(0, ctx, 1)[None]
-            x = layer.finish(x, window_attention(q, k_win, v_win, valid))
+            q, k, v = (t.transpose(1, 2) for t in layer.split_qkv(x))  # (1, N, H, D)
+            # Position-ordered buffers with ctx - 1 missing (zero) keys before position 0.
+            k_buf = F.pad(k, (0, 0, 0, 0, ctx - 1, 0)).contiguous()
+            v_buf = F.pad(v, (0, 0, 0, 0, ctx - 1, 0)).contiguous()
+            valid = (torch.arange(n + ctx - 1, device=x.device) >= ctx - 1)[None]
+            attn = window_attention(q, k_buf, v_buf, valid, ctx)
+            x = layer.finish(x, attn.transpose(1, 2))
         return self.to_pcm(x)[0]
 
 

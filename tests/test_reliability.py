@@ -1,0 +1,195 @@
+"""Reliability without an engine: bad references, resume planning, crash leftovers, locks, signals, orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import soundfile as sf
+
+from omnicli.atomic import read_jsonl
+from omnicli.interrupts import StopSignals
+from omnicli.manifest import ManifestRow, read_manifest
+from omnicli.requests import InputError, request_from_row
+from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
+
+SR = 24_000
+
+
+# -- bad reference audio: a per-row InputError naming file and line ---------------------------
+
+
+def row_with_ref(path: Path) -> ManifestRow:
+    return ManifestRow(utt="u", text="Hi.", prompt_wav=path, line_no=7, source=Path("/data/meta.lst"))
+
+
+@pytest.mark.parametrize(
+    "make, why",
+    [
+        (lambda p: p.write_bytes(b""), "file is empty"),
+        (lambda p: p.write_bytes(b"RIFF\x10\x00\x00\x00WAVEfmt garbage"), "unreadable or unsupported"),
+        (lambda p: p.write_text("this is not audio at all\n" * 20), "unreadable or unsupported"),
+        (lambda p: sf.write(p, np.array([0.1, np.nan, 0.2] * 100, np.float32), 16000, subtype="FLOAT"), "NaN"),
+        (lambda p: sf.write(p, np.zeros((0,), np.float32), 16000), "no samples"),
+    ],
+    ids=["empty", "corrupt", "not-audio", "nan", "zero-samples"],
+)
+def test_bad_reference_is_an_input_error_naming_the_row(tmp_path, make, why):
+    ref = tmp_path / "ref.wav"
+    make(ref)
+    with pytest.raises(InputError) as exc:
+        request_from_row(row_with_ref(ref))
+    assert str(exc.value).startswith("/data/meta.lst:7: reference audio:") and why in str(exc.value)
+
+
+def test_stereo_reference_at_any_rate_is_loaded_for_conversion(tmp_path):
+    ref = tmp_path / "stereo8k.wav"
+    sf.write(ref, np.full((800, 2), 0.1, np.float32), 8000)
+    request = request_from_row(row_with_ref(ref), seed=3)
+    assert request.ref_audio.shape == (800, 2) and request.ref_sample_rate == 8000 and request.seed == 3
+
+
+# -- resume planning and crash leftovers --------------------------------------------------------
+
+
+def manifest_of(tmp_path: Path, n: int):
+    lines = [f"u{i}|||Sentence {i}." for i in range(n)]
+    (tmp_path / "meta.lst").write_text("\n".join(lines) + "\n")
+    return read_manifest(tmp_path / "meta.lst")
+
+
+def finished(out: Path, row: ManifestRow, seconds: float = 0.5, status: str = "ok") -> dict:
+    if status == "ok":
+        sf.write(out / f"{row.utt}.wav", np.zeros(int(seconds * SR), np.float32), SR, subtype="PCM_16")
+    return {"utt": row.utt, "status": status, "line": row.line_no, "audio_seconds": seconds, "input_digest": input_digest(row), "profile_digest": "p1"}
+
+
+def write_results(out: Path, rows: list[dict], tail: bytes = b"") -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESULTS).write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows) + tail)
+
+
+def test_plan_skips_done_redoes_damaged_changed_and_missing(tmp_path):
+    m = manifest_of(tmp_path, 6)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = m.rows
+    rows = [finished(out, r[0]), finished(out, r[1]), finished(out, r[2]), finished(out, r[3], status="failed"), finished(out, r[4])]
+    (out / "u1.wav").write_bytes((out / "u1.wav").read_bytes()[:100])  # truncated behind our back
+    rows[2]["input_digest"] = "0" * 16  # the manifest row was edited since
+    write_results(out, rows, tail=b'{"utt": "u5", "status": "o')  # torn last line of a killed run
+    plan = plan_run(m, out)
+    assert plan.done == ["u0", "u4"]
+    assert plan.failed_before == ["u3"]
+    assert plan.changed == ["u2"]
+    assert [x.utt for x in plan.todo] == ["u1", "u2", "u5"]
+    retry = plan_run(m, out, retry_failed=True)
+    assert [x.utt for x in retry.todo] == ["u1", "u2", "u3", "u5"]
+    assert plan_run(m, out, limit=2).done == ["u0"]
+    assert plan_run(m, out, profile_digest="p2").other_profiles == {"p1"}
+
+
+def test_tidy_removes_temp_files_and_keeps_one_row_per_utterance(tmp_path):
+    m = manifest_of(tmp_path, 3)
+    out = tmp_path / "out"
+    out.mkdir()
+    first = finished(out, m.rows[0], status="failed")
+    again = finished(out, m.rows[0])
+    other = finished(out, m.rows[1])
+    write_results(out, [first, other, again], tail=b'{"utt": "u2"')
+    (out / ".u2.wav.abc123.tmp").write_bytes(b"half a wav")
+    (out / ".results.jsonl.x.tmp").write_bytes(b"")
+    assert tidy_out_dir(out) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl", "u0.wav", "u1.wav"]
+    rows = read_jsonl(out / RESULTS)
+    assert [(x["utt"], x["status"]) for x in rows] == [("u0", "ok"), ("u1", "ok")]
+    assert (out / RESULTS).read_bytes().endswith(b"\n")
+    before = (out / RESULTS).stat().st_mtime_ns
+    tidy_out_dir(out)
+    assert (out / RESULTS).stat().st_mtime_ns == before  # already tidy: not rewritten
+
+
+def test_output_lock_is_exclusive_and_released(tmp_path):
+    with OutputLock(tmp_path / "out"):
+        with pytest.raises(OutputBusy, match="in use by another"):
+            OutputLock(tmp_path / "out")
+        # Another process sees it too (an OS lock, released by the OS even on SIGKILL).
+        probe = subprocess.run(
+            [sys.executable, "-c", "import fcntl, sys\ntry:\n fcntl.flock(open(sys.argv[1], 'a'), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "except BlockingIOError: sys.exit(7)", str(tmp_path / "out" / LOCK)],
+            timeout=60,
+        )
+        assert probe.returncode == 7
+    OutputLock(tmp_path / "out").release()
+
+
+# -- Ctrl-C / SIGTERM: first asks, second forces ------------------------------------------------
+
+
+def test_stop_signals_first_asks_then_forces_and_restores_handlers():
+    calls = []
+    before = signal.getsignal(signal.SIGINT)
+    with StopSignals(lambda s: calls.append(("first", s)), lambda s: calls.append(("force", s))) as signals:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert signals.count == 2
+    assert calls == [("first", signal.SIGINT), ("force", signal.SIGTERM)]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- the orphan guard: children die with a parent killed by SIGKILL ------------------------------
+
+GUARDED_PARENT = """
+import subprocess, sys, time
+from omnicli.orphans import OrphanGuard
+guard = OrphanGuard()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+print(child.pid, guard.watcher_pid, flush=True)
+if sys.argv[1] == "disarm":
+    time.sleep(1.5)  # the watcher has seen the child
+    guard.disarm()
+    print("disarmed", flush=True)
+time.sleep(300)
+"""
+
+
+def spawn_guarded(mode: str) -> tuple[subprocess.Popen, psutil.Process, psutil.Process]:
+    parent = subprocess.Popen([sys.executable, "-c", GUARDED_PARENT, mode], stdout=subprocess.PIPE, text=True)
+    child_pid, watcher_pid = map(int, parent.stdout.readline().split())
+    return parent, psutil.Process(child_pid), psutil.Process(watcher_pid)
+
+
+def test_orphan_guard_ends_children_of_a_killed_parent():
+    parent, child, watcher = spawn_guarded("arm")
+    time.sleep(1.5)  # the watcher polls for new children twice a second
+    parent.kill()
+    parent.wait()
+    gone, alive = psutil.wait_procs([child, watcher], timeout=15)
+    for p in alive:
+        p.kill()
+    assert not alive, f"still running after the parent was killed: {alive}"
+
+
+def test_disarmed_guard_leaves_children_alone():
+    parent, child, watcher = spawn_guarded("disarm")
+    try:
+        assert parent.stdout.readline().strip() == "disarmed"
+        psutil.wait_procs([watcher], timeout=10)
+        parent.kill()
+        parent.wait()
+        time.sleep(1.0)
+        assert child.is_running() and not watcher.is_running()
+    finally:
+        child.kill()
+        parent.kill()

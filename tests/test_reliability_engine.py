@@ -1,0 +1,235 @@
+"""Faults against the real shared engine, through SynthRun in-process (no CLI start-up to pay).
+
+Faults the real engine never shows on demand (a stage raising, a stage
+hanging) are injected by wrapping the talker's `generate` on the shared
+engine for one test; monkeypatch puts everything back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnicli.atomic import read_jsonl
+from omnicli.engine import RequestFailed, TTSRequest
+from omnicli.manifest import read_manifest
+from omnicli.profile import load_profile
+from omnicli.retention import Retainer
+from omnicli.synthesis import RESULTS, SynthRun, plan_run
+from tests.conftest import DEMO_MANIFEST
+
+pytestmark = pytest.mark.engine
+
+PROMPT = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+
+
+def make_manifest(folder: Path, lines: list[str]) -> Path:
+    (folder / "prompts").mkdir(parents=True, exist_ok=True)
+    path = folder / "meta.lst"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def synth(harness, manifest: Path, out: Path, **kwargs) -> SynthRun:
+    parsed = read_manifest(manifest)
+    run = SynthRun(harness.engine, out, **kwargs)
+    harness.run(run.run(plan_run(parsed, out).todo))
+    return run
+
+
+def by_utt(out: Path) -> dict[str, dict]:
+    return {row["utt"]: row for row in read_jsonl(out / RESULTS)}
+
+
+def inject_into_talker(monkeypatch, engine, behaviour):
+    """Wraps the talker's generate: `behaviour(rid)` returns None (run normally) or a coroutine to await instead."""
+    real = engine.talker.generate
+
+    async def generate(rid, prompt, max_tokens, seed):
+        fault = behaviour(rid)
+        if fault is not None:
+            await fault
+        async for delta in real(rid, prompt, max_tokens, seed):
+            yield delta
+
+    monkeypatch.setattr(engine.talker, "generate", generate)
+
+
+@pytest.fixture
+def fresh_engine_state(engine_harness, monkeypatch):
+    """Undoes a sticky engine-wide fault a test may provoke on the shared engine."""
+    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    return engine_harness.engine
+
+
+def test_mixed_batch_bad_rows_fail_alone_and_are_retained(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
+    """Bad references, an over-long text and a request that errors inside a stage each end as one
+    failed row with its reason; every other row is synthesized, and only suspect audio is retained."""
+    engine = engine_harness.engine
+    folder = tmp_path / "set"
+    manifest = make_manifest(folder, [
+        "plain|||Short and fine.",
+        "ref|The birch canoe.|prompts/demo.wav|With a real reference.",
+        "stereo|Stereo.|prompts/stereo8k.wav|With a stereo reference at eight kilohertz.",
+        "emptyref|x|prompts/empty.wav|Empty reference.",
+        "corruptref|x|prompts/corrupt.wav|Corrupt reference.",
+        f"toolong|||{'x' * (engine.adapter.max_text_bytes + 1)}",
+        "boom|||This request fails inside the talker.",
+    ])
+    (folder / "prompts" / "demo.wav").write_bytes(PROMPT.read_bytes())
+    demo, demo_sr = sf.read(PROMPT, dtype="float32")
+    sf.write(folder / "prompts" / "stereo8k.wav", np.stack([demo, demo], axis=1)[::2], demo_sr // 2)
+    (folder / "prompts" / "empty.wav").write_bytes(b"")
+    (folder / "prompts" / "corrupt.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEjunkjunkjunk")
+
+    def boom(rid):
+        return _raise(RuntimeError("injected stage fault")) if rid.startswith("boom#") else None
+
+    inject_into_talker(monkeypatch, engine, boom)
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    run = synth(engine_harness, manifest, out, concurrency=4, retainer=Retainer(kept))
+
+    rows = by_utt(out)
+    assert set(rows) == {"plain", "ref", "stereo", "emptyref", "corruptref", "toolong", "boom"}
+    assert run.engine_error is None and engine.fault() is None
+    for utt in ("plain", "ref", "stereo"):
+        assert rows[utt]["status"] == "ok" and rows[utt]["flags"] == [], rows[utt]
+        assert sf.info(out / f"{utt}.wav").frames == round(rows[utt]["audio_seconds"] * engine.sample_rate)
+    assert rows["stereo"]["ref_cache"] == "cold"
+    where = f"{manifest}:"
+    assert rows["emptyref"]["error"].startswith(f"{where}4: reference audio:") and "empty" in rows["emptyref"]["error"]
+    assert rows["corruptref"]["error"].startswith(f"{where}5: reference audio:") and "unreadable" in rows["corruptref"]["error"]
+    assert "accepts at most" in rows["toolong"]["error"] and rows["toolong"]["line"] == 6
+    assert "injected stage fault" in rows["boom"]["error"]
+    for utt in ("emptyref", "corruptref", "toolong", "boom"):
+        assert rows[utt]["status"] == "failed" and not (out / f"{utt}.wav").exists()
+
+    # Retained: the requests that failed in the engine (not the rows whose input never became a request).
+    assert rows["emptyref"]["retained"] is None and rows["plain"]["retained"] is None
+    sidecars = [json.loads(p.read_text()) for p in sorted(kept.glob("failed_speech_*.json"))]
+    # "toolong" and "boom" both delivered no audio: same sha, one file, two occurrences.
+    assert len(sidecars) == 1 and len(list(kept.glob("*.wav"))) == 1
+    record = sidecars[0]
+    assert record["reasons"] == ["error", "empty"]
+    assert sorted(o["utt"] for o in record["occurrences"]) == ["boom", "toolong"]
+    assert record["audio_sha256"] == hashlib.sha256(b"").hexdigest()
+    assert record["wav"] == f"failed_speech_{record['audio_sha256'][:16]}.wav"
+    for occurrence in record["occurrences"]:
+        for key in ("utt", "text", "expected_text", "reference_wav", "error", "timings", "profile_digest", "reasons"):
+            assert key in occurrence, key
+        assert occurrence["profile_digest"] == engine.resolved.digest and occurrence["error"]
+
+
+def test_thresholds_from_the_profile_flag_suspect_successes(engine_harness, tmp_path, monkeypatch):
+    """`--set retention.*` reaches the judgement: a success is kept with its reasons and stays ok."""
+    engine = engine_harness.engine
+    strict = load_profile("cpu", overrides=["retention.near_silent_dbfs=0", "retention.too_long_min_s=0", "retention.too_long_s_per_char=0.001"])
+    monkeypatch.setattr(engine.profile, "retention", strict.profile.retention)
+    manifest = make_manifest(tmp_path / "set", ["quiet|||Judged by strict thresholds."])
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    synth(engine_harness, manifest, out, retainer=Retainer(kept))
+    row = by_utt(out)["quiet"]
+    assert row["status"] == "ok" and row["flags"] == ["near_silent", "too_long"]
+    wav, _ = sf.read(kept / Path(row["retained"]).name, dtype="float32")
+    pcm_out, _ = sf.read(out / "quiet.wav", dtype="float32")
+    assert len(wav) == len(pcm_out) and np.allclose(wav, pcm_out, atol=1 / 32768)  # the judged audio itself
+
+
+def test_token_cap_gives_hit_cap_and_empty_audio_is_a_failure(engine_harness, tmp_path):
+    manifest = make_manifest(tmp_path / "set", ["capped|||A sentence long enough to be cut short.", "nothing|||Too few tokens for one frame."])
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    parsed = read_manifest(manifest)
+    capped = SynthRun(engine_harness.engine, out, max_new_tokens=12, retainer=Retainer(kept))
+    engine_harness.run(capped.run(parsed.rows[:1]))
+    nothing = SynthRun(engine_harness.engine, out, max_new_tokens=3, retainer=Retainer(kept))
+    engine_harness.run(nothing.run(parsed.rows[1:]))
+    rows = by_utt(out)
+    assert rows["capped"]["status"] == "ok" and rows["capped"]["finish_reason"] == "length"
+    assert rows["capped"]["flags"] == ["hit_cap"]
+    assert rows["nothing"]["status"] == "failed" and rows["nothing"]["error"] == "the engine returned no audio"
+    assert rows["nothing"]["flags"] == ["empty", "hit_cap"]
+    assert len(list(kept.glob("failed_speech_*.wav"))) == 2
+
+
+def test_retention_io_error_is_reported_and_does_not_mask_the_failure(engine_harness, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the retention folder should be")
+    manifest = make_manifest(tmp_path / "set", [f"long|||{'y' * 600}"])
+    out = tmp_path / "out"
+    retainer = Retainer(blocker / "kept")
+    synth(engine_harness, manifest, out, retainer=retainer)
+    row = by_utt(out)["long"]
+    assert row["status"] == "failed" and "accepts at most" in row["error"]  # the original failure
+    assert row["retained"] is None and "could not retain" in row["retention_error"]
+    assert retainer.errors == 1
+
+
+def test_a_hung_request_times_out_while_others_stream(engine_harness, fresh_engine_state, monkeypatch):
+    engine = engine_harness.engine
+    monkeypatch.setattr(engine.profile, "stage_timeout_s", 4.0)
+    inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(3600) if rid.startswith("hang#") else None)
+
+    async def scenario():
+        good = engine.generate(TTSRequest("streamer", "z" * 480))
+        await good.__anext__()  # streaming before the hung one starts
+        hung = asyncio.create_task(_drain(engine.generate(TTSRequest("hang", "Never answered."))))
+        chunks = 0
+        while not hung.done():
+            await good.__anext__()
+            chunks += 1
+        await good.aclose()
+        return hung.exception(), chunks
+
+    error, chunks_meanwhile = engine_harness.run(scenario(), timeout=120)
+    assert isinstance(error, RequestFailed) and "stage_timeout_s=4" in error.reason
+    assert chunks_meanwhile >= 1
+    assert engine.fault() is None  # one stuck request is not an engine failure
+
+
+def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
+    engine = engine_harness.engine
+    monkeypatch.setattr(engine.profile, "stage_timeout_s", 1.0)
+    inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(3600))  # every request hangs
+    manifest = make_manifest(tmp_path / "set", [f"h{i}|||Hanging {i}." for i in range(4)])
+    out = tmp_path / "out"
+    run = synth(engine_harness, manifest, out, concurrency=2)
+    assert "stopped responding" in run.engine_error and "stage_timeout_s=1" in run.engine_error
+    assert sorted(run.left_pending) == ["h0", "h1"]  # h2, h3 were never admitted
+    assert read_jsonl(out / RESULTS) == []  # nothing recorded as failed: a resume retries all four
+    assert [r.utt for r in plan_run(read_manifest(manifest), out).todo] == ["h0", "h1", "h2", "h3"]
+
+
+def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_harness, tmp_path):
+    long_text = "A much longer sentence that keeps the talker and the codec busy for a good while. " * 2
+    manifest = make_manifest(tmp_path / "set", ["s0|||Quick one."] + [f"s{i}|||{long_text}" for i in range(1, 6)])
+    out = tmp_path / "out"
+    run: SynthRun
+
+    def stop_after_first(result) -> None:
+        run.stop.set()  # runs on the engine's loop
+
+    run = SynthRun(engine_harness.engine, out, concurrency=3, grace_s=0.0, on_result=stop_after_first)
+    engine_harness.run(run.run(read_manifest(manifest).rows))
+    rows = read_jsonl(out / RESULTS)
+    assert [(r["utt"], r["status"]) for r in rows] == [("s0", "ok")]
+    recorded = {r["utt"] for r in rows}
+    assert sorted(run.left_pending) == ["s1", "s2"]  # in flight when stopped; s3-s5 never admitted
+    assert sorted(p.stem for p in out.glob("*.wav")) == sorted(recorded)  # no partial wav for cancelled ones
+    assert not list(out.glob(".*.tmp"))
+    plan = plan_run(read_manifest(manifest), out)
+    assert sorted(plan.done) == sorted(recorded) and len(plan.todo) == 6 - len(recorded)
+
+
+async def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+async def _drain(gen) -> None:
+    async for _ in gen:
+        pass
