@@ -18,6 +18,8 @@ import datetime as dt
 import fcntl
 import hashlib
 import json
+import os
+import re
 import time
 import zlib
 from collections import deque
@@ -40,6 +42,8 @@ RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".omni-synth.lock"
 STOP_GRACE_S = 5.0  # after Ctrl-C, in-flight requests may finish for this long
+# omnicli.atomic's temp files (mkstemp: ".<name>.<8 random chars>.tmp") for the files synth writes.
+_OUR_TEMP_FILE = re.compile(r"^\.(.+\.wav|results\.jsonl|summary\.json)\.[a-z0-9_]{8}\.tmp$")
 
 
 @dataclass
@@ -108,8 +112,15 @@ def utterance_seed(base_seed: int, utt: str) -> int:
 
 
 def input_digest(row: ManifestRow) -> str:
-    """Identifies what a row asks for (text and reference), to notice edited manifests."""
-    key = "\x1f".join([row.text, row.prompt_text, str(row.prompt_wav or "")])
+    """Identifies what a row asks for (text and reference), to notice edited manifests.
+
+    The reference counts by its path relative to the manifest, so a data set
+    moved together with its manifest is not redone.
+    """
+    ref = ""
+    if row.prompt_wav is not None:
+        ref = os.path.relpath(row.prompt_wav, row.source.parent) if row.source is not None else str(row.prompt_wav)
+    key = "\x1f".join([row.text, row.prompt_text, ref])
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
@@ -162,9 +173,10 @@ def tidy_out_dir(out_dir: Path) -> int:
     removed = 0
     if not out_dir.is_dir():
         return 0
-    for tmp in out_dir.glob(".*.tmp"):  # omnicli.atomic's temp-file pattern
-        tmp.unlink(missing_ok=True)
-        removed += 1
+    for tmp in out_dir.glob(".*.tmp"):
+        if _OUR_TEMP_FILE.match(tmp.name):
+            tmp.unlink(missing_ok=True)
+            removed += 1
     results = out_dir / RESULTS
     if results.exists():
         text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in last_results(out_dir).values())

@@ -44,11 +44,11 @@ def test_a_request_holds_one_slot_from_its_first_chunk_to_its_end():
         plan = s.schedule(i + 1)
         assert plan.rows[0].slot == 0
         run_all(s, plan)
-    assert s.slot_of("a") == 0 and s.free_slots == 1
+    assert s.slot_of("a") == 0 and len(s.free_slots) == 1
     s.add_chunk(chunk("a", 2, t=9, last=True))
     plan = s.schedule(9)
     assert s.complete("a") == 0  # its last chunk delivered: the slot is freed
-    assert s.free_slots == 2 and s.active == 0
+    assert len(s.free_slots) == 2 and s.active == 0
 
 
 def test_slot_exhaustion_makes_new_requests_wait_never_fail():
@@ -75,14 +75,14 @@ def test_slots_are_freed_on_cancel_and_on_error(how):
     s.open("a")
     s.add_chunk(chunk("a", 5))
     run_all(s, s.schedule(0))
-    assert s.free_slots == 0
+    assert len(s.free_slots) == 0
     if how == "cancel":
         assert s.cancel("a") == 0
     else:
         s.add_chunk(chunk("a", 11, t=1))
         plan = s.schedule(1)
         assert [(r.request_id, r.slot) for r in plan.retired] == [("a", 0)]
-    assert s.free_slots == 1 and s.active == 0
+    assert len(s.free_slots) == 1 and s.active == 0
     s.open("b")
     s.add_chunk(chunk("b", 5, t=2))
     assert [(r.request_id, r.slot) for r in s.schedule(2).rows] == [("b", 0)]
@@ -94,10 +94,10 @@ def test_cancel_while_in_flight_frees_the_slot_only_after_delivery():
     s.add_chunk(chunk("a", 5))
     s.schedule(0)
     assert s.cancel("a") is None  # its chunk is still executing: the slot state is in use
-    assert s.free_slots == 0
+    assert len(s.free_slots) == 0
     assert s.add_chunk(chunk("a", 5, t=1)) is False  # stale
     assert s.complete("a") == 0
-    assert s.free_slots == 1 and s.active == 0
+    assert len(s.free_slots) == 1 and s.active == 0
 
 
 def test_free_slots_are_handed_out_lowest_first():
@@ -180,7 +180,7 @@ def test_an_oversized_chunk_ends_its_request_with_exactly_one_error_others_keep_
     assert s.add_chunk(chunk("a", 5, t=3, last=True)) is False  # later chunks are stale
     plan = s.schedule(4)
     assert plan.retired == [] and plan.rows == []
-    assert s.free_slots == 3  # only b holds a slot
+    assert len(s.free_slots) == 3  # only b holds a slot
 
 
 def test_rejection_waits_until_the_previous_chunk_of_that_request_is_delivered():
@@ -194,7 +194,7 @@ def test_rejection_waits_until_the_previous_chunk_of_that_request_is_delivered()
     assert s.complete("a") is None
     plan = s.schedule(4)
     assert [(r.request_id, r.slot) for r in plan.retired] == [("a", 0)]
-    assert s.free_slots == 2
+    assert len(s.free_slots) == 2
 
 
 # -- coalescing -------------------------------------------------------------------

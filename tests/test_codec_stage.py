@@ -142,7 +142,7 @@ def test_stage_streams_equal_whole_sequence_decode_and_an_oversized_chunk_errors
     bad = out.of("bad")
     assert [(len(p), last) for p, last, _ in bad] == [(32, False), (0, True)]  # valid audio first, then one error
     assert "12 frames" in bad[1][2] and "max_num_batched_tokens=9" in bad[1][2]
-    assert stage.scheduler.free_slots == 2 and stage.scheduler.active == 0
+    assert len(stage.scheduler.free_slots) == 2 and stage.scheduler.active == 0
     assert stage.rows == 4 + 4 + 1 and stage.frames == 30 + 17 + 4
 
 
@@ -152,10 +152,10 @@ def test_cancel_frees_the_slot_and_its_state():
     stage.submit("a", codes(5), False)
     stage.cycle()
     slot_state = [kp[0].clone() for kp in stage.runner.kpos]
-    assert all((s >= 0).any() for s in slot_state) and stage.scheduler.free_slots == 3
+    assert all((s >= 0).any() for s in slot_state) and len(stage.scheduler.free_slots) == 3
     stage.cancel("a")
     stage.cycle()
-    assert stage.scheduler.free_slots == 4 and stage.runner.positions[0] == 0
+    assert len(stage.scheduler.free_slots) == 4 and stage.runner.positions[0] == 0
     assert all((kp[0] == -1).all() for kp in stage.runner.kpos)
     stage.submit("a", codes(5), True)  # stale: dropped
     stage.cycle()
@@ -171,7 +171,7 @@ def test_a_failed_step_fails_only_its_own_requests():
     stage.cycle()
     assert {r: (last, err is not None) for r, _, last, err in out.items} == {"a": (True, True), "b": (True, True)}
     assert "codec step failed" in out.items[0][3]
-    assert stage.scheduler.free_slots == 4
+    assert len(stage.scheduler.free_slots) == 4
     stage.open("c")
     stage.submit("c", codes(3), True)
     stage.cycle()

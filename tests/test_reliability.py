@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -105,10 +106,11 @@ def test_tidy_removes_temp_files_and_keeps_one_row_per_utterance(tmp_path):
     again = finished(out, m.rows[0])
     other = finished(out, m.rows[1])
     write_results(out, [first, other, again], tail=b'{"utt": "u2"')
-    (out / ".u2.wav.abc123.tmp").write_bytes(b"half a wav")
-    (out / ".results.jsonl.x.tmp").write_bytes(b"")
+    (out / ".u2.wav.abc12_xy.tmp").write_bytes(b"half a wav")  # mkstemp names of omnicli.atomic
+    (out / ".results.jsonl.k2j4h5g6.tmp").write_bytes(b"")
+    (out / ".notes.tmp").write_text("not ours: kept")
     assert tidy_out_dir(out) == 2
-    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl", "u0.wav", "u1.wav"]
+    assert sorted(p.name for p in out.iterdir()) == [".notes.tmp", "results.jsonl", "u0.wav", "u1.wav"]
     rows = read_jsonl(out / RESULTS)
     assert [(x["utt"], x["status"]) for x in rows] == [("u0", "ok"), ("u1", "ok")]
     assert (out / RESULTS).read_bytes().endswith(b"\n")
@@ -193,3 +195,79 @@ def test_disarmed_guard_leaves_children_alone():
     finally:
         child.kill()
         parent.kill()
+
+
+# -- the command's signal handling, with a stand-in for the engine process ---------------------
+
+SESSION_SCRIPT = """
+import asyncio, subprocess, sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from omnicli.commands.synth import _Session
+from omnicli.interrupts import StopSignals
+from omnicli.manifest import read_manifest
+from omnicli.profile import load_profile
+
+mode, folder = sys.argv[1], Path(sys.argv[2])
+session = _Session(read_manifest(folder / "meta.lst"), folder / "out", load_profile("cpu"), None, None)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # stands in for vLLM's engine core
+with StopSignals(session.on_first_signal, session.force_exit):
+    if mode == "starting":  # engine start-up blocks the main thread
+        print("ready", child.pid, flush=True)
+        time.sleep(300)
+    else:
+        async def main():
+            session._loop = asyncio.get_running_loop()
+            session.run_obj = SimpleNamespace(stop=asyncio.Event(), grace_s=5.0, results=[], wall_seconds=0.0,
+                                              engine_error=None, left_pending=["u1"], engine=SimpleNamespace(model_name="stand-in"))
+            session.phase = "running"
+            print("ready", child.pid, flush=True)
+            await session.run_obj.stop.wait()
+            print("stopping", flush=True)
+            await asyncio.sleep(300)  # a shutdown that hangs: only a second signal gets out
+        asyncio.run(main())
+"""
+
+
+def run_session(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, psutil.Process]:
+    (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
+    proc = subprocess.Popen([sys.executable, "-c", SESSION_SCRIPT, mode, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    word, pid = proc.stdout.readline().split()
+    assert word == "ready"
+    return proc, psutil.Process(int(pid))
+
+
+def assert_forced_exit(proc: subprocess.Popen, child: psutil.Process, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    assert proc.wait(30) == 130
+    assert time.monotonic() - t0 < 10
+    psutil.wait_procs([child], timeout=5)
+    assert not child.is_running()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["num_pending"] == 2
+    assert "forced exit" in proc.stderr.read()
+
+
+def test_ctrl_c_during_engine_start_up_exits_at_once_and_ends_the_engine(tmp_path):
+    proc, child = run_session(tmp_path, "starting")
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert_forced_exit(proc, child, tmp_path)
+    finally:
+        for p in (proc, child):
+            with contextlib.suppress(psutil.Error, OSError):
+                p.kill()
+
+
+def test_second_ctrl_c_forces_exit_when_the_graceful_stop_hangs(tmp_path):
+    proc, child = run_session(tmp_path, "running")
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline().strip() == "stopping"  # the first signal only asked the run to stop
+        assert proc.poll() is None and child.is_running()
+        proc.send_signal(signal.SIGTERM)
+        assert_forced_exit(proc, child, tmp_path)
+    finally:
+        for p in (proc, child):
+            with contextlib.suppress(psutil.Error, OSError):
+                p.kill()

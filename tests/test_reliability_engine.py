@@ -170,6 +170,32 @@ def test_retention_io_error_is_reported_and_does_not_mask_the_failure(engine_har
     assert retainer.errors == 1
 
 
+def test_an_output_wav_that_cannot_be_written_fails_its_row_only(engine_harness, tmp_path):
+    manifest = make_manifest(tmp_path / "set", ["blocked|||Cannot be saved.", "fine|||Saved."])
+    out = tmp_path / "out"
+    (out / "blocked.wav").mkdir(parents=True)  # a folder where the wav should go
+    synth(engine_harness, manifest, out, concurrency=2)
+    rows = by_utt(out)
+    assert rows["blocked"]["status"] == "failed" and "could not write" in rows["blocked"]["error"]
+    assert rows["fine"]["status"] == "ok"
+
+
+def test_results_that_cannot_be_recorded_stop_the_run_with_the_os_error(engine_harness, tmp_path, monkeypatch):
+    import errno
+
+    from omnicli import atomic
+
+    def disk_full(self, row):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.JsonlAppender, "append", disk_full)
+    manifest = make_manifest(tmp_path / "set", [f"d{i}|||Disk full {i}." for i in range(3)])
+    run = SynthRun(engine_harness.engine, tmp_path / "out", concurrency=1)
+    with pytest.raises(OSError, match="No space left"):
+        engine_harness.run(run.run(read_manifest(manifest).rows))
+    assert run.results == []  # nothing claimed as done
+
+
 def test_a_hung_request_times_out_while_others_stream(engine_harness, fresh_engine_state, monkeypatch):
     engine = engine_harness.engine
     monkeypatch.setattr(engine.profile, "stage_timeout_s", 4.0)

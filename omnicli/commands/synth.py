@@ -71,7 +71,12 @@ def synth(
     except (OutputBusy, OSError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    plan = plan_run(parsed, out, limit=limit, retry_failed=retry_failed, profile_digest=resolved.digest)
+    try:
+        plan = plan_run(parsed, out, limit=limit, retry_failed=retry_failed, profile_digest=resolved.digest)
+    except OSError as exc:
+        lock.release()
+        err_console.print(f"[red]error:[/red] cannot read earlier results in {out}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
     if plan.done or plan.failed_before or plan.changed:
         console.print(
             f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
@@ -83,9 +88,13 @@ def synth(
     retainer = Retainer.from_option(keep_failed)
     session = _Session(parsed, out, resolved, limit, retainer)
     with lock, StopSignals(session.on_first_signal, session.force_exit):
-        asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
-        session.phase = "done"
-        summary = session.write_summary()
+        try:
+            asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
+            session.phase = "done"
+            summary = session.write_summary()
+        except OSError as exc:  # OUT itself became unwritable (disk full, removed): nothing more can be recorded
+            err_console.print(f"[red]error:[/red] cannot write to {out}: {exc}")
+            raise typer.Exit(EXIT_SOME_FAILED) from None
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")

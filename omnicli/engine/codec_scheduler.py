@@ -27,7 +27,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -227,8 +229,13 @@ class CodecScheduler:
         return len(self._requests)
 
     @property
-    def free_slots(self) -> int:
-        return len(self._free)
+    def requests(self) -> Mapping[str, object]:
+        """Active requests by id (read-only)."""
+        return MappingProxyType(self._requests)
+
+    @property
+    def free_slots(self) -> list[int]:
+        return sorted(self._free)
 
     def slot_of(self, request_id: str) -> int | None:
         req = self._requests.get(request_id)

@@ -1,0 +1,74 @@
+"""`omni synth` outcomes decided before any engine starts (in-process, fast)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+from typer.testing import CliRunner
+
+from omnicli.cli import app
+from omnicli.manifest import read_manifest
+from omnicli.synthesis import RESULTS, OutputLock, input_digest
+
+runner = CliRunner()
+
+
+def synth(*args: str):
+    return runner.invoke(app, ["synth", *args, "--profile", "cpu"])
+
+
+def test_manifest_without_rows_is_a_usage_error(tmp_path):
+    (tmp_path / "meta.lst").write_text("# only a comment\n\n")
+    result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "no rows" in result.output
+
+
+def test_only_invalid_rows_are_reported_per_line_and_exit_1(tmp_path):
+    manifest = tmp_path / "meta.lst"
+    manifest.write_bytes(b"a|b|c\nbad\xff|x||Text.\nu1|x|missing.wav|Text.\n")
+    result = synth(str(manifest), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    output = " ".join(result.output.split())
+    for line_no in (1, 2, 3):
+        assert f"{manifest}:{line_no}:" in output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["num_invalid_rows"] == 3 and summary["num_rows"] == 0
+    assert summary["invalid_rows"][0].startswith(f"{manifest}:1: expected")
+
+
+def test_an_output_folder_in_use_is_refused(tmp_path):
+    (tmp_path / "meta.lst").write_text("u1|||One.\n")
+    with OutputLock(tmp_path / "out"):
+        result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "in use by another omni synth run" in " ".join(result.output.split())
+
+
+def test_resume_with_nothing_to_do_needs_no_engine(tmp_path):
+    (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
+    rows = read_manifest(tmp_path / "meta.lst").rows
+    out = tmp_path / "out"
+    out.mkdir()
+    sf.write(out / "u1.wav", np.zeros(2400, np.float32), 24000)
+    lines = [
+        {"utt": "u1", "status": "ok", "line": 1, "audio_seconds": 0.1, "input_digest": input_digest(rows[0])},
+        {"utt": "u2", "status": "failed", "line": 2, "error": "boom", "input_digest": input_digest(rows[1])},
+    ]
+    (out / RESULTS).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = synth(str(tmp_path / "meta.lst"), "--out", str(out))
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1, output  # u2 failed earlier and is not retried
+    assert "1 done, 1 failed earlier (not retried; use --retry-failed)" in output
+    assert "engine ready" not in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["num_ok"], summary["num_failed"], summary["num_pending"]) == (1, 1, 0)
+    assert summary["failed"] == [{"utt": "u2", "line": 2, "error": "boom"}]
+
+
+def test_an_unreadable_results_file_is_reported_not_a_traceback(tmp_path):
+    (tmp_path / "meta.lst").write_text("u1|||One.\n")
+    (tmp_path / "out" / RESULTS).mkdir(parents=True)  # a folder where results.jsonl should be
+    result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "cannot read earlier results" in " ".join(result.output.split())
