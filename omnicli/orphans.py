@@ -25,7 +25,7 @@ import psutil
 
 log = logging.getLogger(__name__)
 
-TERM_GRACE_S = 5.0  # SIGTERM first (vLLM cleans up on it), SIGKILL after this
+TERM_GRACE_S = 2.0  # SIGTERM first (lets vLLM unlink its shared memory), SIGKILL after this
 POLL_S = 0.5  # how often the watcher looks for new children of its parent
 _DISARM = b"disarm\n"
 

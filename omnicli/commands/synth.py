@@ -185,7 +185,9 @@ class _Session:
                     totals["audio"] += result.audio_seconds
                     totals["failed"] += result.status != "ok"
                     if result.status != "ok":
-                        progress.console.print(f"[red]failed[/red] {self.manifest.path}:{result.line} {result.utt}: {result.error}", highlight=False)
+                        where = f"{self.manifest.path}:{result.line}"
+                        reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
+                        progress.console.print(f"[red]failed[/red] {where} {result.utt}: {reason}", highlight=False)
                     if result.retention_error:
                         progress.console.print(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}", highlight=False)
                     elapsed = progress.tasks[0].elapsed or 1e-9

