@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 GiB = 1 << 30
+SHUTDOWN_TIMEOUT_S = 2.0  # vLLM waits this long for its engine core to exit, then kills it
 
 
 @dataclass
@@ -194,7 +195,7 @@ class Talker:
         if llm is None:
             return
         with contextlib.suppress(Exception):
-            llm.shutdown()
+            llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
         # AsyncLLM.__del__ calls shutdown() again, which fails noisily when it
         # runs during interpreter teardown; it has nothing left to do.
         llm.shutdown = lambda *args, **kwargs: None
