@@ -34,6 +34,7 @@ from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
 from omnicli.audio import write_wav_atomic
 from omnicli.engine import Engine, RequestFailed
+from omnicli.interrupts import STOP_GRACE_S  # shared with omni bench
 from omnicli.manifest import Manifest, ManifestRow
 from omnicli.requests import InputError, request_from_row
 from omnicli.retention import Retainer, judge_audio
@@ -41,7 +42,6 @@ from omnicli.retention import Retainer, judge_audio
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".omni-synth.lock"
-STOP_GRACE_S = 5.0  # after Ctrl-C, in-flight requests may finish for this long
 # omnicli.atomic's temp files (mkstemp: ".<name>.<8 random chars>.tmp") for the files synth writes.
 _OUR_TEMP_FILE = re.compile(r"^\.(.+\.wav|results\.jsonl|summary\.json)\.[a-z0-9_]{8}\.tmp$")
 

@@ -1,9 +1,16 @@
 """`omni bench` through the CLI: usage errors (no engine) and one real run on omni-tiny."""
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -13,6 +20,7 @@ from omnicli.datasets import demo_manifest_path
 from omnicli.engine.request import EngineError
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
 DEMO_WAV = demo_manifest_path().parent / "prompts" / "slt_birch.wav"
 REF_TEXT = "The birch canoe slid on the smooth planks."
 
@@ -135,29 +143,175 @@ def test_real_run_concurrency_1_and_8(tmp_path):
     assert "Audio throughput" in result.output and "c=8" in result.output
 
 
-def test_sigterm_and_ctrl_c_end_the_session_as_interrupted():
-    import asyncio
-    import os
-    import signal
-    import time
+def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monkeypatch, tmp_path):
+    from tests.test_bench_session import FakeEngine
 
-    class Session:
-        closed = False
+    engines = []
 
-        async def run(self):
-            try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                await asyncio.sleep(5)
-            finally:
-                self.closed = True  # where the real session closes its engine
+    async def hangs_in_the_second_pass(resolved):
+        engines.append(FakeEngine(hang_after=3, hang_s=0.05))  # -n 3: the c1 pass completes
+        return engines[-1]
 
-    s = Session()
-    t0 = time.perf_counter()
-    assert bench_cmd._run_session(s) == (True, None)
-    assert s.closed and time.perf_counter() - t0 < 2
+    monkeypatch.setattr(bench_cmd, "_start_engine", hangs_in_the_second_pass)
+    result = runner.invoke(app, ["bench", "-c", "1,2", "-n", "3", "--result-dir", str(tmp_path), "--result-filename", "r.json"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 3, text
+    assert "engine failed: codec stage stopped" in text
+    assert "default c2 was ended by the engine failure" in text
+    assert len(engines[0].seen) <= 3 + 2  # the pass ended at the first failure, not after every prompt
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [r["label"] for r in doc["runs"]] == ["default/c1"] and doc["runs"][0]["completed"] == 3
+    assert "codec stage stopped" in doc["engine_error"] and doc["unfinished"] == "default c2"
+    assert doc["interrupted"] is False and engines[0].closed
 
-    class CtrlC:
-        async def run(self):
-            raise KeyboardInterrupt
 
-    assert bench_cmd._run_session(CtrlC()) == (True, None)
+# -- Ctrl-C / SIGTERM: the real command in a subprocess, with a stand-in engine ----------------
+
+STAND_IN_BENCH = """
+import asyncio, subprocess, sys, time
+import numpy as np
+import omnicli.commands.bench as bench_cmd
+from omnicli.cli import app
+from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo
+
+mode, out = sys.argv[1], sys.argv[2]
+
+
+class StandIn:
+    # The engine's interface; its child process stands in for vLLM's engine core.
+    sample_rate, model_name, device = 1000, "stand-in", "cpu"
+
+    def __init__(self):
+        self.child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        self.announced = False
+
+    async def generate(self, req):
+        second = "-c2-" in req.request_id
+        if second and not self.announced:
+            self.announced = True
+            print("second pass", self.child.pid, flush=True)
+        for i in range(4):
+            await asyncio.sleep(300 if second and mode == "hang" else 0.05)
+            if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
+                raise RequestFailed(req.request_id, "talker ended the request early (finish_reason=abort)", RequestInfo())
+            yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
+
+    def fault(self):
+        return "the talker (vLLM engine core) aborted its requests" if self.child.poll() is not None else None
+
+    def stats(self):
+        return EngineStats()
+
+    async def close(self):
+        self.child.terminate()
+        self.child.wait()
+        print("engine closed", flush=True)
+
+
+async def start(resolved):
+    engine = StandIn()
+    if mode == "starting":
+        print("stand-in starting", engine.child.pid, flush=True)
+        time.sleep(300)  # vLLM's start-up holds the main thread in native code
+    return engine
+
+
+bench_cmd._start_engine = start
+app(["bench", "-c", "1,2", "-n", "8", "--result-dir", out, "--result-filename", "r.json"], prog_name="omni")
+"""
+
+
+class StandInBench:
+    """`omni bench -c 1,2` in a subprocess; its output (stdout and stderr) is read line by line."""
+
+    def __init__(self, tmp_path: Path, mode: str):
+        self.out = tmp_path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", STAND_IN_BENCH, mode, str(tmp_path)], cwd=REPO, start_new_session=True,  # a shell job
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+        )
+        self.lines: list[str] = []
+
+    def wait_for(self, prefix: str) -> str:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"{prefix!r} never came:\n{''.join(self.lines)}")
+
+    def finish(self, timeout: float) -> tuple[int, float, str]:
+        t0 = time.monotonic()
+        rc = self.proc.wait(timeout)
+        rest = self.proc.stdout.read()
+        return rc, time.monotonic() - t0, " ".join(("".join(self.lines) + rest).split())
+
+    def kill(self, *pids: int) -> None:
+        for pid in (self.proc.pid, *pids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["sigint", "terminal_ctrl_c"])
+def test_first_ctrl_c_finishes_in_flight_requests_reports_completed_passes_and_exits_130(tmp_path, to_group):
+    """A SIGINT to omni bench alone, and to its process group as a terminal sends it: then the
+    stand-in engine process gets it too and its requests fail, which must not read as exit 3."""
+    bench = StandInBench(tmp_path, "run")
+    child = None
+    try:
+        child = psutil.Process(int(bench.wait_for("second pass").split()[-1]))
+        if to_group:
+            os.killpg(bench.proc.pid, signal.SIGINT)
+        else:
+            bench.proc.send_signal(signal.SIGINT)
+        rc, took, output = bench.finish(30)
+        assert rc == 130, output
+        assert took < 5  # the requests in flight finished (0.2 s each) well within the grace period
+        assert "SIGINT: stopping" in output and "engine closed" in output  # a graceful close
+        assert "default c2 was interrupted and is not reported" in output
+        assert "interrupted: the engine was closed; 1 completed pass(es) reported" in output
+        psutil.wait_procs([child], timeout=5)
+        assert not child.is_running()
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["interrupted"] is True and doc["unfinished"] == "default c2"
+        assert [(r["label"], r["completed"]) for r in doc["runs"]] == [("default/c1", 8)]
+        if to_group:  # the engine's own abort is noted, the exit code stays 130
+            assert "aborted its requests" in doc["engine_error"]
+    finally:
+        bench.kill(*([child.pid] if child else []))
+
+
+def test_second_signal_forces_exit_ends_the_engine_process_and_keeps_completed_passes(tmp_path):
+    bench = StandInBench(tmp_path, "hang")
+    child = None
+    try:
+        child = psutil.Process(int(bench.wait_for("second pass").split()[-1]))
+        bench.proc.send_signal(signal.SIGINT)
+        bench.wait_for("SIGINT")  # the first one only asked to stop; the requests hang
+        assert bench.proc.poll() is None and child.is_running()
+        bench.proc.send_signal(signal.SIGTERM)
+        rc, took, output = bench.finish(30)
+        assert rc == 130, output
+        assert took < 10 and "SIGTERM: forced exit; completed passes are kept" in output
+        assert "engine closed" not in output
+        psutil.wait_procs([child], timeout=5)
+        assert not child.is_running()
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["interrupted"] is True and [r["label"] for r in doc["runs"]] == ["default/c1"]
+    finally:
+        bench.kill(*([child.pid] if child else []))
+
+
+def test_ctrl_c_during_engine_start_up_exits_at_once_leaving_no_engine_process(tmp_path):
+    bench = StandInBench(tmp_path, "starting")
+    child = None
+    try:
+        child = psutil.Process(int(bench.wait_for("stand-in starting").split()[-1]))
+        bench.proc.send_signal(signal.SIGINT)
+        rc, took, output = bench.finish(30)
+        assert rc == 130 and took < 10, output
+        assert "forced exit" in output
+        psutil.wait_procs([child], timeout=5)
+        assert not child.is_running()
+        assert not (tmp_path / "r.json").exists()  # nothing was measured
+    finally:
+        bench.kill(*([child.pid] if child else []))

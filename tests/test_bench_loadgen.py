@@ -87,9 +87,10 @@ def test_open_loop_with_cap():
 
 
 def test_a_raising_send_cancels_the_rest_and_propagates():
-    cancelled = []
+    cancelled, sent = [], []
 
     async def send(i):
+        sent.append(i)
         try:
             if i == 2:
                 raise RuntimeError("engine died")
@@ -102,7 +103,66 @@ def test_a_raising_send_cancels_the_rest_and_propagates():
     with pytest.raises(RuntimeError, match="engine died"):
         asyncio.run(drive(list(range(5)), send, LoadShape(concurrency=5)))
     assert time.perf_counter() - t0 < 0.5
-    assert sorted(cancelled) == [0, 1, 3, 4]
+    # those in flight are cancelled; those behind the failure are never sent
+    assert sent == [0, 1, 2] and sorted(cancelled) == [0, 1]
+
+
+def run_until_stopped(items, send, shape, stop_after_s, grace_s):
+    """drive() with its stop event set after `stop_after_s`; returns (complete, seconds taken, when stopped)."""
+    stopped_at = []
+
+    async def main():
+        stop = asyncio.Event()
+
+        def set_stop():
+            stopped_at.append(time.perf_counter())
+            stop.set()
+
+        asyncio.get_running_loop().call_later(stop_after_s, set_stop)
+        t0 = time.perf_counter()
+        complete = await drive(items, send, shape, stop=stop, grace_s=grace_s)
+        return complete, time.perf_counter() - t0
+
+    complete, took = asyncio.run(main())
+    return complete, took, stopped_at[0] if stopped_at else None
+
+
+@pytest.mark.parametrize("shape", [LoadShape(concurrency=2), LoadShape(request_rate=20.0), LoadShape(concurrency=2, request_rate=20.0)])
+def test_stop_admits_nothing_more_and_lets_requests_in_flight_finish(shape):
+    probe = InFlight(hold=0.1)
+    finished = []
+
+    async def send(item):
+        await probe.send(item)
+        finished.append(item)
+
+    complete, took, stopped_at = run_until_stopped(list(range(40)), send, shape, stop_after_s=0.25, grace_s=5.0)
+    assert not complete
+    assert 2 <= len(probe.started) < 20  # ~0.25 s of a 2-wide or 20/s schedule, not 40
+    assert all(t <= stopped_at for _, t in probe.started)  # none admitted after the stop
+    assert sorted(finished) == sorted(i for i, _ in probe.started)  # the grace let every started one finish
+    assert took < 2.0
+
+
+def test_stop_cancels_what_outlives_the_grace_period():
+    cancelled = []
+
+    async def send(item):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(item)
+            raise
+
+    complete, took, _ = run_until_stopped(list(range(10)), send, LoadShape(concurrency=3), stop_after_s=0.05, grace_s=0.2)
+    assert not complete and sorted(cancelled) == [0, 1, 2]
+    assert 0.2 <= took < 2.0
+
+
+def test_a_stop_after_every_request_was_sent_still_counts_as_complete():
+    probe = InFlight(hold=0.3)  # all three are in flight when the stop comes, and finish in the grace period
+    complete, _, _ = run_until_stopped(list(range(3)), probe.send, LoadShape(concurrency=3), stop_after_s=0.1, grace_s=1.0)
+    assert complete and len(probe.started) == 3
 
 
 @pytest.mark.parametrize("kwargs", [{"concurrency": 0}, {"request_rate": 0}, {"request_rate": float("nan")}, {"burstiness": 0}])

@@ -1,8 +1,9 @@
 """Runner and session bookkeeping against a small fake engine (this component only).
 
 The fake follows the documented Engine interface: `generate` yields
-AudioChunks and raises RequestFailed after the audio it delivered; `stats()`
-returns monotonic counters; `close()` frees it.
+AudioChunks and raises RequestFailed after the audio it delivered; `fault()`
+says why the engine as a whole can serve no more (None while it can);
+`stats()` returns monotonic counters; `close()` frees it.
 """
 
 import asyncio
@@ -21,9 +22,14 @@ SR = 1000
 
 
 class FakeEngine:
-    """Chunks of `samples` every `step` s; texts select failures, empty audio or engine death."""
+    """Chunks of `samples` every `step` s; texts select failures, empty audio or engine death.
 
-    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None):
+    `hang_after`: after that many requests a stage hangs, as the real engine's
+    do: a request waits `hang_s` (its stage_timeout_s), then fails with
+    RequestFailed, and `fault()` reports the engine as stopped.
+    """
+
+    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None, hang_after=None, hang_s=0.2):
         self.sample_rate = SR
         self.model_name = "fake"
         self.device = "cpu"
@@ -35,6 +41,11 @@ class FakeEngine:
         self.tokens = 0
         self.refs: set[str] = set()
         self.die_after = die_after  # the engine as a whole stops after this many requests
+        self.hang_after, self.hang_s = hang_after, hang_s
+        self.failure: str | None = None
+
+    def fault(self) -> str | None:
+        return self.failure
 
     async def generate(self, req: TTSRequest):
         self.seen.append(req.request_id)
@@ -43,6 +54,10 @@ class FakeEngine:
         ref = "hot" if req.ref_text in self.refs else "cold"
         self.refs.add(req.ref_text)
         try:
+            if self.hang_after is not None and len(self.seen) > self.hang_after:
+                await asyncio.sleep(self.hang_s)
+                self.failure = "codec stage stopped: RuntimeError('stuck')"
+                raise RequestFailed(req.request_id, f"no audio for {self.hang_s}s: a stage stopped responding", RequestInfo())
             if req.text == "die" or (self.die_after is not None and len(self.seen) > self.die_after):
                 raise EngineError("talker process exited")
             n = 0 if req.text == "empty" else self.samples
@@ -125,6 +140,21 @@ def test_engine_error_aborts_the_round():
         asyncio.run(run_round(FakeEngine(), prompts(["ok", "die", "ok"]), LoadShape(concurrency=1), id_prefix="t"))
 
 
+def test_a_request_failure_from_an_engine_fault_ends_the_round_at_once():
+    # 10 prompts, 2 in flight, the engine hangs after 2: without the fault check
+    # each of the 8 left would wait out its timeout and count as a failed request.
+    engine = FakeEngine(hang_after=2, hang_s=0.2)
+    with pytest.raises(EngineError, match="codec stage stopped"):
+        asyncio.run(run_round(engine, prompts(["a"] * 10), LoadShape(concurrency=2), id_prefix="t"))
+    assert len(engine.seen) <= 4 and engine.in_flight == 0  # the two that hung, nothing after them
+
+
+def test_a_request_failure_without_a_fault_is_only_that_request():
+    engine = FakeEngine()
+    result = asyncio.run(run_round(engine, prompts(["fail", "a", "a"]), LoadShape(concurrency=1), id_prefix="t"))
+    assert [r.ok for r in result.records] == [False, True, True] and engine.fault() is None
+
+
 def test_run_round_closed_loop_and_stats_diff():
     engine = FakeEngine()
     engine.tokens = 1000  # earlier activity must not count
@@ -202,6 +232,64 @@ def test_engine_closed_on_error_and_completed_passes_kept():
         asyncio.run(session.run())
     assert [e.closed for e in engines] == [True, True]
     assert [r.profile.label for r in session.results] == ["a"]
+
+
+def test_engine_fault_keeps_the_completed_passes_and_names_the_unfinished_one():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=1), LoadShape(concurrency=2)])
+    session = session_for(engines, ["a"] * 3, plan, engine_kwargs={"a": {"hang_after": 4, "hang_s": 0.05}})
+    with pytest.raises(EngineError, match="codec stage stopped"):
+        asyncio.run(session.run())
+    assert [r.shape.label for r in session.results] == ["c1"]
+    assert session.unfinished == "a c2" and engines[0].closed
+
+
+class StopAt(Recorder):
+    """Sets the session's stop `delay` s into the phase named `description`."""
+
+    def __init__(self, description, delay):
+        super().__init__()
+        self.description, self.delay = description, delay
+        self.session = None
+
+    def phase_start(self, description, total):
+        super().phase_start(description, total)
+        if description == self.description:
+            asyncio.get_running_loop().call_later(self.delay, self.session.stop.set)
+
+
+def run_stopped(session, observer):
+    observer.session = session
+    t0 = time.perf_counter()
+    asyncio.run(session.run())
+    return time.perf_counter() - t0
+
+
+def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_profile():
+    engines = []
+    stopper = StopAt("a c2", 0.1)  # c2: 40 requests of ~30 ms, 2 at a time
+    plan = BenchPlan(shapes=[LoadShape(concurrency=8), LoadShape(concurrency=2), LoadShape(concurrency=4)])
+    session = session_for(engines, ["a"] * 40, plan, labels=("a", "b"), observer=stopper, engine_kwargs={"a": {"step": 0.01}})
+    took = run_stopped(session, stopper)
+    (engine,) = engines  # profile b never started
+    assert engine.closed and engine.in_flight == 0
+    assert [r.shape.label for r in session.results] == ["c8"]
+    assert session.unfinished == "a c2" and session.stopped
+    assert len([i for i in engine.seen if "-c2-" in i]) < 40  # submission stopped
+    assert [e[1] for e in stopper.events if e[0] == "phase"] == ["a c8", "a c2"]  # c4 never began
+    assert took < 3.0
+
+
+def test_requests_that_outlive_the_grace_period_are_cancelled():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)])
+    stopper = StopAt("a c2", 0.1)
+    session = session_for(engines, ["a"] * 4, plan, observer=stopper, engine_kwargs={"a": {"step": 10.0}})
+    session.grace_s = 0.2
+    took = run_stopped(session, stopper)
+    assert 0.3 <= took < 3.0  # not the 30 s the requests would take
+    assert engines[0].closed and engines[0].in_flight == 0 and session.results == []
+    assert session.unfinished == "a c2"
 
 
 def test_engine_closed_on_cancellation():

@@ -196,26 +196,27 @@ def test_results_that_cannot_be_recorded_stop_the_run_with_the_os_error(engine_h
     assert run.results == []  # nothing claimed as done
 
 
-def test_a_hung_request_times_out_while_others_stream(engine_harness, fresh_engine_state, monkeypatch):
+def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_still_finishes(engine_harness, fresh_engine_state, monkeypatch):
+    # A request queued behind a full batch gets no audio for a long time while
+    # the engine makes progress: that is load, not a hung stage, and must not fail.
     engine = engine_harness.engine
-    monkeypatch.setattr(engine.profile, "stage_timeout_s", 4.0)
-    inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(3600) if rid.startswith("hang#") else None)
+    monkeypatch.setattr(engine.profile, "stage_timeout_s", 2.0)
+    inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(5) if rid.startswith("late#") else None)
 
     async def scenario():
         good = engine.generate(TTSRequest("streamer", "z" * 480))
-        await good.__anext__()  # streaming before the hung one starts
-        hung = asyncio.create_task(_drain(engine.generate(TTSRequest("hang", "Never answered."))))
+        await good.__anext__()  # streaming before the late one starts
+        late = asyncio.create_task(_drain(engine.generate(TTSRequest("late", "Answered late."))))
         chunks = 0
-        while not hung.done():
+        while not late.done():
             await good.__anext__()
             chunks += 1
         await good.aclose()
-        return hung.exception(), chunks
+        return late.result(), chunks
 
-    error, chunks_meanwhile = engine_harness.run(scenario(), timeout=120)
-    assert isinstance(error, RequestFailed) and "stage_timeout_s=4" in error.reason
-    assert chunks_meanwhile >= 1
-    assert engine.fault() is None  # one stuck request is not an engine failure
+    late_chunks, chunks_meanwhile = engine_harness.run(scenario(), timeout=120)
+    assert late_chunks and chunks_meanwhile >= 1
+    assert engine.fault() is None
 
 
 def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
@@ -256,6 +257,5 @@ async def _raise(exc: BaseException) -> None:
     raise exc
 
 
-async def _drain(gen) -> None:
-    async for _ in gen:
-        pass
+async def _drain(gen) -> list:
+    return [chunk async for chunk in gen]

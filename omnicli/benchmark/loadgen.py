@@ -63,30 +63,49 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
-async def drive(items: Sequence[T], send: Callable[[T], Awaitable[None]], shape: LoadShape) -> None:
+async def drive(
+    items: Sequence[T],
+    send: Callable[[T], Awaitable[None]],
+    shape: LoadShape,
+    *,
+    stop: asyncio.Event | None = None,
+    grace_s: float = 0.0,
+) -> bool:
     """Offers every item to `send` following `shape`; returns when all have finished.
 
     If one `send` raises, the others are cancelled and the error propagates
-    (per-request failures are expected to be caught inside `send`).
+    (per-request failures are expected to be caught inside `send`). When
+    `stop` is set no further item is admitted; those already inside `send`
+    get `grace_s` seconds to finish, then are cancelled. Returns True when
+    every item was sent and finished (also if a stop came too late to matter).
     """
     loop = asyncio.get_running_loop()
     offsets = arrival_offsets(len(items), shape.request_rate, shape.burstiness, shape.seed)
     gate = asyncio.Semaphore(shape.concurrency) if shape.concurrency else None
 
+    def stopping() -> bool:
+        return stop is not None and stop.is_set()
+
     errors: list[BaseException] = []
+    finished = 0
 
     async def one(item: T) -> None:
+        nonlocal finished
         try:
             if gate is None:
                 await send(item)
-                return
-            async with gate:  # FIFO: requests enter in arrival order
-                await send(item)
+            else:
+                async with gate:  # FIFO: requests enter in arrival order
+                    if stopping() or errors:  # arrived, but not admitted before the stop or a failure
+                        return
+                    await send(item)
+            finished += 1
         except Exception as exc:
             errors.append(exc)
             raise
 
     tasks: list[asyncio.Task] = []
+    stopped = asyncio.create_task(stop.wait()) if stop is not None else None
     t0 = loop.time()
     try:
         for item, offset in zip(items, offsets):
@@ -94,12 +113,41 @@ async def drive(items: Sequence[T], send: Callable[[T], Awaitable[None]], shape:
                 raise errors[0]
             delay = t0 + float(offset) - loop.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await _sleep_unless(stop, delay)
+            if stopping():
+                break
             tasks.append(asyncio.create_task(one(item)))
-        await asyncio.gather(*tasks)
+        pending: set[asyncio.Future] = set(tasks)
+        deadline: float | None = None  # end of the grace period once stopped
+        while pending:
+            waiters = pending | {stopped} if stopped is not None and deadline is None else pending
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                break  # the grace period is over: the finally cancels the rest
+            for task in done & pending:
+                if task.exception() is not None:
+                    raise task.exception()
+            pending -= done
+            if stopped in done:
+                deadline = loop.time() + grace_s
+        return finished == len(items)
     finally:
-        pending = [t for t in tasks if not t.done()]
-        for t in pending:
-            t.cancel()
+        if stopped is not None:
+            stopped.cancel()
+        for t in tasks:
+            if not t.done():
+                t.cancel()
         # Collect every outcome so no task exception goes unretrieved.
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _sleep_unless(stop: asyncio.Event | None, delay: float) -> None:
+    """Sleeps `delay` seconds, less if `stop` is set meanwhile."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return
+    try:
+        await asyncio.wait_for(stop.wait(), delay)
+    except asyncio.TimeoutError:
+        pass

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from omnicli.audio import write_wav_atomic
 from omnicli.benchmark.loadgen import LoadShape
+from omnicli.benchmark.metrics import RequestRecord
 from omnicli.benchmark.runner import RoundResult
 from omnicli.benchmark.session import ProfileRun
 from omnicli.retention import Retainer, judge_audio
@@ -57,6 +58,7 @@ class RoundOutputs:
         thresholds = getattr(getattr(run.profile, "profile", None), "retention", None)
         digest = getattr(run.profile, "digest", None)
         for rec in result.records:
+            written: Path | None = None
             if target is not None and rec.nonempty and rec.pcm is not None:
                 path = target / f"{rec.utt}.wav"
                 # Prompts cycle and rounds repeat: keep one file per utterance, the first.
@@ -65,6 +67,7 @@ class RoundOutputs:
                         write_wav_atomic(path, rec.pcm, sample_rate)
                         self._written.add(path)
                         self.wavs_written += 1
+                        written = path
                     except OSError as exc:
                         self.warn(f"could not write {path}: {exc}")
             if self.retainer is not None:
@@ -73,21 +76,26 @@ class RoundOutputs:
                     error=rec.error, thresholds=thresholds,
                 )
                 if reasons:
-                    meta = {
-                        "utt": rec.utt,
-                        "request_id": rec.request_id,
-                        "text": rec.text,
-                        "reference": rec.reference,
-                        "error": rec.error,
-                        "finish_reason": rec.finish_reason,
-                        "ref_cache": rec.ref_cache,
-                        "audio_ttfp_s": rec.audio_ttfp,
-                        "e2el_s": rec.e2el,
-                        "profile": run.label,
-                        "profile_digest": digest,
-                        "pass": shape.label,
-                        "round": index,
-                        "source": "omni bench",
-                    }
+                    meta = {**retention_meta(rec, written, digest), "profile": run.label, "pass": shape.label, "round": index}
                     if self.retainer.keep(rec.pcm, sample_rate, reasons, meta) is not None:
                         self.retained += 1
+
+
+def retention_meta(rec: RequestRecord, output_wav: Path | None, profile_digest: str | None) -> dict:
+    """A retained request's metadata, under the keys `omni synth` uses for the same facts."""
+    return {
+        "utt": rec.utt,
+        "request_id": rec.request_id,
+        "text": rec.text,
+        "expected_text": rec.text,
+        "transcript": None,  # bench has no ASR; eval-wer fills it
+        "reference_wav": rec.reference,
+        "error": rec.error,
+        "status": "ok" if rec.ok else "failed",
+        "finish_reason": rec.finish_reason,
+        "ref_cache": rec.ref_cache,
+        "timings": {"ttfp_s": rec.audio_ttfp, "e2el_s": rec.e2el, "audio_seconds": rec.audio_duration, "rtf": rec.audio_rtf},
+        "output_wav": str(output_wav) if output_wav else None,
+        "profile_digest": profile_digest,
+        "command": "bench",
+    }

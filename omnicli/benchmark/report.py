@@ -189,10 +189,23 @@ def compare_runs(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PE
     return out
 
 
-def build_document(runs: list[dict], started_at: str, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> dict:
+def build_document(
+    runs: list[dict],
+    started_at: str,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    *,
+    interrupted: bool = False,
+    engine_error: str | None = None,
+    unfinished: str | None = None,
+) -> dict:
+    """The result file. `runs` are the completed passes; when the invocation was
+    interrupted or the engine failed, `unfinished` names the pass it dropped."""
     return {
         "omni_version": __version__,
         "started_at": started_at,
+        "interrupted": interrupted,
+        "engine_error": engine_error,
+        "unfinished": unfinished,
         "runs": runs,
         "comparisons": compare_runs(runs, percentiles) if len({r["profile_label"] for r in runs}) > 1 else [],
     }

@@ -1,9 +1,12 @@
 """Drives an engine through one round: offers the requests, times every chunk.
 
 The runner talks to the engine only through its public interface
-(`generate`, `stats`, `sample_rate`); a failed request (`RequestFailed`, or
-any error raised for that request alone) becomes a record with its error,
-while `EngineError` (the engine as a whole stopped) aborts the round.
+(`generate`, `stats`, `fault`, `sample_rate`); a failed request
+(`RequestFailed`, or any error raised for that request alone) becomes a
+record with its error, while `EngineError` (the engine as a whole stopped)
+aborts the round. A request failure is checked against `engine.fault()`,
+as `omni synth` does: a dead or hung engine fails every request after a
+long wait, and the pass ends at the first one instead.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Prompt:
 class RoundResult:
     records: list[RequestRecord]
     stats: EngineStats = field(default_factory=EngineStats)  # engine counters during the round
+    complete: bool = True  # False when a stop cut it short (then `records` holds what finished)
 
 
 async def measure_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
@@ -71,6 +75,8 @@ async def measure_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm
     except Exception as exc:  # a bad request must not end the benchmark: count it failed
         record.end = time.perf_counter()
         record.error = f"{type(exc).__name__}: {exc}"
+    if record.error is not None and (fault := engine.fault()) is not None:
+        raise EngineError(fault)  # not this request's failure: the engine can serve no more
     if keep_pcm:
         record.pcm = _join(pieces)
     return record
@@ -90,8 +96,14 @@ async def run_round(
     id_prefix: str,
     keep_pcm: bool = False,
     on_done: Callable[[RequestRecord], None] | None = None,
+    stop: asyncio.Event | None = None,
+    grace_s: float = 0.0,
 ) -> RoundResult:
-    """Offers every prompt once following `shape`; records come back in submission order."""
+    """Offers every prompt once following `shape`; records come back in submission order.
+
+    Once `stop` is set nothing more is submitted and requests in flight get
+    `grace_s` to finish (see `loadgen.drive`); the result is then incomplete.
+    """
     records: list[RequestRecord] = []
     before = engine.stats()
 
@@ -101,7 +113,7 @@ async def run_round(
         if on_done is not None:
             on_done(record)
 
-    await drive(range(len(prompts)), send, shape)
+    complete = await drive(range(len(prompts)), send, shape, stop=stop, grace_s=grace_s)
     stats = engine.stats().minus(before)
     records.sort(key=lambda r: r.start)
-    return RoundResult(records=records, stats=stats)
+    return RoundResult(records=records, stats=stats, complete=complete)

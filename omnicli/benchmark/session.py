@@ -5,10 +5,18 @@ rate) run for `rounds` measured rounds over the same prompts. The engine is
 restarted between profiles and always closed, also on errors and Ctrl-C.
 Completed passes stay in `session.results` even when a later one fails, so a
 caller can still report them.
+
+`session.stop` (an asyncio.Event; set it on the session's loop) ends the
+session early: nothing more is submitted, requests in flight get `grace_s`
+to finish, the pass they belong to is dropped (`session.unfinished` names
+it: an incomplete pass would mislead), the engine is closed and no further
+profile is started. `unfinished` also names the phase an engine failure
+ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
@@ -17,6 +25,7 @@ from omnicli.benchmark.loadgen import LoadShape
 from omnicli.benchmark.metrics import RequestRecord
 from omnicli.benchmark.runner import Prompt, RoundResult, run_round
 from omnicli.engine.request import EngineStats
+from omnicli.interrupts import STOP_GRACE_S
 
 
 class EngineStartError(RuntimeError):
@@ -92,6 +101,7 @@ class BenchObserver:
 
     def engine_starting(self, run: ProfileRun) -> None: ...
     def engine_started(self, run: ProfileRun, engine: Any) -> None: ...
+    def engine_closing(self, run: ProfileRun) -> None: ...
     def phase_start(self, description: str, total: int) -> None: ...
     def request_done(self, record: RequestRecord) -> None: ...
     def phase_end(self) -> None: ...
@@ -108,6 +118,10 @@ def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:
     return [prompts[i % len(prompts)] for i in range(count)] if prompts else []
 
 
+class _Stopped(Exception):
+    """`stop` was set: no further phase runs."""
+
+
 class BenchSession:
     def __init__(
         self,
@@ -116,6 +130,7 @@ class BenchSession:
         plan: BenchPlan,
         start_engine: Callable[[Any], Awaitable[Any]],
         observer: BenchObserver | None = None,
+        grace_s: float = STOP_GRACE_S,
     ):
         if not prompts:
             raise ValueError("no prompts to benchmark")
@@ -124,10 +139,19 @@ class BenchSession:
         self.plan = plan
         self.start_engine = start_engine
         self.observer = observer or BenchObserver()
+        self.grace_s = grace_s
+        self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: wind down (see the module doc)
+        self.unfinished: str | None = None  # the phase a stop or an engine failure ended early
         self.results: list[PassResult] = []
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop.is_set()
 
     async def run(self) -> list[PassResult]:
         for index, run in enumerate(self.runs):
+            if self.stopped:
+                break
             await self._run_profile(index, run)
         return self.results
 
@@ -140,37 +164,45 @@ class BenchSession:
             raise EngineStartError(run.label, exc) from exc
         try:
             obs.engine_started(run, engine)
-            warm_n, warm_failed = await self._warmup(index, run, engine)
-            for shape in self.plan.shapes:
-                started_at = utc_now()
-                rounds = []
-                for r in range(self.plan.rounds):
-                    desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
-                    result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
-                    obs.round_done(run, shape, r, result, engine)
-                    for rec in result.records:  # audio was handed to round_done; free it
-                        rec.pcm = None
-                    rounds.append(result)
-                self.results.append(
-                    PassResult(
-                        profile=run,
-                        shape=shape,
-                        rounds=rounds,
-                        sample_rate=int(engine.sample_rate),
-                        model=str(getattr(engine, "model_name", "")),
-                        device=str(getattr(engine, "device", "")),
-                        started_at=started_at,
-                        num_prompts=len(self.prompts),
-                        warmup_requests=warm_n,
-                        warmup_failed=warm_failed,
-                    )
-                )
-                warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
+            await self._measure(index, run, engine)
+        except _Stopped:
+            pass  # the engine is closed below; run() starts no further profile
         finally:
+            obs.engine_closing(run)
             try:
                 await engine.close()
             except Exception as exc:  # never hide the original error behind a close failure
                 obs.warning(f"closing the engine of profile {run.label!r} failed: {exc}")
+
+    async def _measure(self, index: int, run: ProfileRun, engine: Any) -> None:
+        """The warmup, then every pass of one engine; raises _Stopped when `stop` cut a phase short."""
+        obs = self.observer
+        warm_n, warm_failed = await self._warmup(index, run, engine)
+        for shape in self.plan.shapes:
+            started_at = utc_now()
+            rounds = []
+            for r in range(self.plan.rounds):
+                desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
+                result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                obs.round_done(run, shape, r, result, engine)
+                for rec in result.records:  # audio was handed to round_done; free it
+                    rec.pcm = None
+                rounds.append(result)
+            self.results.append(
+                PassResult(
+                    profile=run,
+                    shape=shape,
+                    rounds=rounds,
+                    sample_rate=int(engine.sample_rate),
+                    model=str(getattr(engine, "model_name", "")),
+                    device=str(getattr(engine, "device", "")),
+                    started_at=started_at,
+                    num_prompts=len(self.prompts),
+                    warmup_requests=warm_n,
+                    warmup_failed=warm_failed,
+                )
+            )
+            warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
 
     async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:
         first = self.plan.shapes[0]
@@ -192,8 +224,18 @@ class BenchSession:
 
     async def _phase(self, engine, description, prompts, shape, id_prefix, keep_pcm) -> RoundResult:
         obs = self.observer
+        if self.stopped:
+            raise _Stopped
         obs.phase_start(description, len(prompts))
+        self.unfinished = description  # until it completes
         try:
-            return await run_round(engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_done=obs.request_done)
+            result = await run_round(
+                engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_done=obs.request_done,
+                stop=self.stop, grace_s=self.grace_s,
+            )
         finally:
             obs.phase_end()
+        if not result.complete:
+            raise _Stopped
+        self.unfinished = None
+        return result

@@ -1,17 +1,18 @@
 """`omni bench`: load benchmark with the engine embedded (parse options, print results).
 
 The measuring itself lives in `omnicli.benchmark`; this module turns options
-into a plan, renders progress and tables, and writes the result files.
+into a plan, renders progress and tables, writes the result files and maps
+Ctrl-C / SIGTERM onto the session (the policy `omni synth` uses too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import signal
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Sequence
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -28,6 +29,7 @@ from omnicli.commands.common import (
     err_console,
     resolve_profile,
 )
+from omnicli.interrupts import EngineRunInterrupts
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -75,23 +77,29 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
 
 
 class _ProgressObserver(BenchObserver):
-    """Renders session events: a live bar per phase, messages on stderr."""
+    """Renders session events: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
 
-    def __init__(self, progress: Progress, outputs: Any):
+    def __init__(self, progress: Progress, outputs: Any, interrupts: EngineRunInterrupts):
         self.progress = progress
         self.outputs = outputs
+        self.interrupts = interrupts
         self.task = None
         self.failed = 0
         self.warnings: list[str] = []
 
     def engine_starting(self, run) -> None:
+        self.interrupts.phase = "starting"
         err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
 
     def engine_started(self, run, engine) -> None:
+        self.interrupts.phase = "running"
         err_console.print(
             f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
             f"{engine.sample_rate} Hz"
         )
+
+    def engine_closing(self, run) -> None:
+        self.interrupts.phase = "closing"
 
     def phase_start(self, description: str, total: int) -> None:
         self.failed = 0
@@ -127,26 +135,80 @@ def _progress() -> Progress:
     )
 
 
-def _run_session(session: BenchSession) -> tuple[bool, BaseException | None]:
-    """Runs the session; returns (interrupted, engine error). Ctrl-C and SIGTERM cancel cleanly."""
+@dataclass
+class _Report:
+    """What to print and write about the completed passes; also used by a forced exit."""
+
+    percentiles: Sequence[float]
+    started_at: str
+    detailed: bool
+    result_dir: Path | None
+    result_filename: str | None
+    plot: Path | None
+
+    def __post_init__(self) -> None:
+        # Chosen once, so a forced exit and the normal end write the same file.
+        self.path = None
+        if self.result_dir is not None or self.result_filename is not None:
+            name = self.result_filename or f"omni-bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+            self.path = (self.result_dir or Path(".")) / name
+
+
+class _BenchInterrupts(EngineRunInterrupts):
+    """Ctrl-C / SIGTERM for one `omni bench` (the policy is shared with `omni synth`).
+
+    The first signal while passes run sets the session's `stop`: nothing more
+    is submitted, requests in flight get `grace_s`, the engine is closed and
+    the completed passes are reported. Also between profiles (closing one
+    engine) it only stops. During an engine start-up, and on a second signal,
+    the engine's processes are ended, the completed passes written, exit 130.
+    """
+
+    graceful_phases = ("running", "closing")
+    forced_note = "completed passes are kept"
+
+    def __init__(self, session: BenchSession, report: _Report):
+        super().__init__()
+        self.session = session
+        self.report = report
+        self.progress: Progress | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def request_stop(self, sig) -> bool:
+        loop = self.loop
+        if loop is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(self.session.stop.set)
+        except RuntimeError:  # the loop closed meanwhile: nothing left to stop gracefully
+            return False
+        err_console.print(
+            f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.session.grace_s:g}s to finish, "
+            "then the engine is closed and completed passes are reported (again to force)"
+        )
+        return True
+
+    def save_partial(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()  # restores the terminal before os._exit
+        _report(list(self.session.results), self.report, interrupted=True, unfinished=self.session.unfinished, forced=True)
+
+
+def _run_session(session: BenchSession, interrupts: _BenchInterrupts) -> BaseException | None:
+    """Runs the session on a fresh loop; returns the engine error that ended it, if one did."""
     from omnicli.engine.request import EngineError
 
     async def main():
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        try:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        except (NotImplementedError, RuntimeError):  # not the main thread / platform
-            pass
+        interrupts.loop = asyncio.get_running_loop()
         await session.run()
 
     try:
         asyncio.run(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        return True, None
-    except (EngineStartError, EngineError) as exc:  # reported by the caller with the partial results
-        return False, exc
-    return False, None
+    except (EngineStartError, EngineError) as exc:  # reported by the caller with the completed passes
+        return exc
+    finally:
+        interrupts.loop = None
+    return None
 
 
 def bench(
@@ -215,8 +277,11 @@ def bench(
     """Measure first-audio latency, real-time factor and audio throughput of the embedded engine.
 
     Same metrics and names as `vllm bench serve --omni` (audio_ttfp, e2el,
-    audio_rtf, audio_throughput, ...). Exit codes: 0 all requests completed,
-    1 some failed, 2 bad usage or input, 3 the engine failed, 130 interrupted.
+    audio_rtf, audio_throughput, ...). Ctrl-C or SIGTERM stops submitting,
+    lets requests in flight finish for a few seconds, closes the engine and
+    reports the completed passes; a second Ctrl-C exits at once. Exit codes:
+    0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
+    engine failed, 130 interrupted.
     """
     from omnicli.benchmark.loadgen import LoadShape
     from omnicli.benchmark.metrics import parse_percentiles
@@ -271,21 +336,33 @@ def bench(
 
     outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
     plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
-    started_at = utc_now()
+    report = _Report(percentiles, utc_now(), save_detailed, result_dir, result_filename, plot)
     err_console.print(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
     )
-    results, interrupted, error = _execute(runs, prompt_set.prompts, plan, outputs)
-
-    # --- report whatever completed ---
-    code = _report(results, percentiles, started_at, save_detailed, result_dir, result_filename, plot)
+    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
+    interrupts = _BenchInterrupts(session, report)
+    with interrupts.signals():
+        with _progress() as progress:
+            interrupts.progress = progress
+            session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
+            outputs.warn = observer.warning
+            error = _run_session(session, interrupts)
+            interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
+        # --- report whatever completed ---
+        with interrupts.save_lock:
+            code = _report(
+                session.results, report, interrupted=interrupts.interrupted, unfinished=session.unfinished,
+                engine_error=None if error is None else str(error),
+            )
+    interrupted = interrupts.interrupted
     if outputs.audio_dir is not None:
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
     if outputs.retainer is not None and outputs.retained:
         err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
     if interrupted:
-        err_console.print("[yellow]interrupted[/yellow]; the engine was closed")
+        err_console.print(f"[yellow]interrupted[/yellow]: the engine was closed; {len(session.results)} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
     if error is not None:
         prefix = "error" if isinstance(error, EngineStartError) else "engine failed"
@@ -300,28 +377,25 @@ async def _start_engine(resolved):
     return await Engine.start(resolved)
 
 
-def _execute(runs, prompts, plan, outputs):
-    with _progress() as progress:
-        observer = _ProgressObserver(progress, outputs)
-        outputs.warn = observer.warning
-        session = BenchSession(runs, prompts, plan, _start_engine, observer)
-        interrupted, error = _run_session(session)
-    return session.results, interrupted, error
-
-
-def _report(results, percentiles, started_at, detailed, result_dir, result_filename, plot) -> int:
-    """Prints the tables, writes the JSON and plot; returns 0 or 1 (some failed)."""
+def _report(
+    results, report: _Report, *, interrupted: bool = False, unfinished: str | None = None,
+    engine_error: str | None = None, forced: bool = False,
+) -> int:
+    """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed)."""
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
     from omnicli.benchmark.report import build_document, build_run, comparison_tables, machine_facts, results_table
 
+    if unfinished is not None and (interrupted or engine_error):
+        why = "interrupted" if interrupted else "ended by the engine failure"
+        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
     if not results:
         return EXIT_OK
     machine = machine_facts(results[0].device)
-    runs = [build_run(r, percentiles=percentiles, detailed=detailed, machine=machine) for r in results]
-    console.print(results_table(runs, percentiles))
+    runs = [build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine) for r in results]
+    console.print(results_table(runs, report.percentiles))
     if len({r["profile_label"] for r in runs}) > 1:
-        for table in comparison_tables(runs, percentiles):
+        for table in comparison_tables(runs, report.percentiles):
             console.print(table)
     failed = [f for run in runs for f in run["failures"]]
     if failed:
@@ -333,14 +407,16 @@ def _report(results, percentiles, started_at, detailed, result_dir, result_filen
     empty = sum(r["num_empty_audio"] for r in runs)
     if empty:
         console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] (excluded from latency statistics)")
-    if result_dir is not None or result_filename is not None:
-        name = result_filename or f"omni-bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-        path = (result_dir or Path(".")) / name
-        write_json_atomic(path, build_document(runs, started_at, percentiles))
-        console.print(f"results: {path}")
-    if plot is not None:
+    if report.path is not None:
+        document = build_document(
+            runs, report.started_at, report.percentiles,
+            interrupted=interrupted, engine_error=engine_error, unfinished=unfinished,
+        )
+        write_json_atomic(report.path, document)
+        console.print(f"results: {report.path}")
+    if report.plot is not None and not forced:  # matplotlib is slow to load: not while forcing an exit
         from omnicli.benchmark.plot import plot_results
 
         details = [detailed_lists(r.record_rounds) for r in results]
-        console.print(f"plot: {plot_results(runs, details, plot)}")
+        console.print(f"plot: {plot_results(runs, details, report.plot)}")
     return EXIT_SOME_FAILED if failed else EXIT_OK

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -26,6 +23,7 @@ from omnicli.commands.common import (
     err_console,
     resolve_profile,
 )
+from omnicli.interrupts import EngineRunInterrupts
 
 
 def synth(
@@ -50,7 +48,6 @@ def synth(
     exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
     invalid, 2 bad usage or input, 3 the engine failed, 130 interrupted.
     """
-    from omnicli.interrupts import StopSignals
     from omnicli.manifest import ManifestError, read_manifest
     from omnicli.retention import Retainer
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run
@@ -87,7 +84,7 @@ def synth(
         err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
     retainer = Retainer.from_option(keep_failed)
     session = _Session(parsed, out, resolved, limit, retainer)
-    with lock, StopSignals(session.on_first_signal, session.force_exit):
+    with lock, session.signals():
         try:
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
             session.phase = "done"
@@ -110,54 +107,39 @@ def synth(
     raise typer.Exit(EXIT_SOME_FAILED if failed else EXIT_OK)
 
 
-class _Session:
+class _Session(EngineRunInterrupts):
     """One `omni synth` invocation: engine life cycle, progress and signals.
 
     Signals arrive on StopSignals' thread. While requests run, the first one
     stops admitting work (SynthRun.stop); during engine start-up or shutdown,
-    and on any second signal, `force_exit` ends our processes and exits.
+    and on any second signal, `force_exit` ends our processes and exits
+    (the policy is `EngineRunInterrupts`, shared with `omni bench`).
     """
 
+    forced_note = "finished utterances are kept"
+
     def __init__(self, manifest, out: Path, resolved, limit, retainer):
+        super().__init__()  # phase: starting -> running -> closing -> done
         self.manifest = manifest
         self.out = out
         self.resolved = resolved
         self.limit = limit
         self.retainer = retainer
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.phase = "starting"  # starting -> running -> closing -> done
-        self.interrupted = False
         self.engine_error: str | None = None
         self.run_obj = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._summary_lock = threading.Lock()
 
     # -- signals (watcher thread) ------------------------------------------------
-    def on_first_signal(self, sig) -> None:
-        self.interrupted = True
-        if self.phase == "running" and self._loop is not None and self.run_obj is not None:
-            err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
-            self._loop.call_soon_threadsafe(self.run_obj.stop.set)
-        elif self.phase != "done":
-            self.force_exit(sig)
+    def request_stop(self, sig) -> bool:
+        if self._loop is None or self.run_obj is None:
+            return False
+        err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
+        self._loop.call_soon_threadsafe(self.run_obj.stop.set)
+        return True
 
-    def force_exit(self, sig) -> None:
-        """Ends the engine's processes now, writes what is known, exits 130."""
-        from omnicli.orphans import terminate_children
-
-        self.interrupted = True
-        if self.phase == "done":
-            return  # the summary is written; the normal exit is moments away
-        err_console.print(f"\n[red]{sig.name}[/red]: forced exit; finished utterances are kept")
-        try:
-            terminate_children(grace_s=1.0)
-            # Held until exit, so the main thread is never cut off in the middle of its own write.
-            if self._summary_lock.acquire(timeout=5.0):
-                self.write_summary(locked=True)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+    def save_partial(self) -> None:
+        self.write_summary(locked=True)
 
     # -- the run (event loop) --------------------------------------------------------
     async def run(self, rows, concurrency: int, max_new_tokens: int | None) -> None:
@@ -208,7 +190,7 @@ class _Session:
         from omnicli.synthesis import build_summary, write_summary
 
         if not locked:
-            with self._summary_lock:
+            with self.save_lock:
                 return self.write_summary(locked=True)
         summary = build_summary(
             self.manifest,
