@@ -11,32 +11,17 @@ import pytest
 import torch
 
 from omnicli.engine.codec_runner import CodecRunner
-from omnicli.engine.models.codec import CodecConfig, CodecDecoder
+from omnicli.engine.models.codec import CodecDecoder
+from tests.codec_helpers import one_torch_thread, random_codes  # noqa: F401 (autouse fixture)
+from tests.codec_helpers import tiny_decoder as _tiny_decoder
 
 CONTEXTS = [3, 7, 5]  # different per layer
 MAX_CHUNK = 9
 
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny tensors: extra threads only spin against other work on a small machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 def tiny_decoder(dtype=torch.float64, seed: int = 0) -> CodecDecoder:
-    torch.manual_seed(seed)
-    cfg = CodecConfig(
-        hop=8, num_codebooks=2, codebook_size=16, dim=32, num_heads=2, ffn_dim=64,
-        num_layers=3, contexts=[4, 4, 4], encoder_channels=[8, 16], strides=[2, 4],
-    )
-    return CodecDecoder(cfg).to(dtype).eval()
-
-
-def random_codes(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 16, size=(n, 2))
+    return _tiny_decoder(dtype, seed, contexts=(4, 4, 4))
 
 
 def stream(runner: CodecRunner, plans: dict[int, tuple[np.ndarray, list[int]]], pad_tail: int = 0) -> dict[int, np.ndarray]:

@@ -5,31 +5,11 @@ import pytest
 import torch
 
 from omnicli.engine.codec_runner import CodecRunner, _slot_runs
-from omnicli.engine.models.codec import CodecConfig, CodecDecoder
+from tests.codec_helpers import one_torch_thread, tiny_decoder  # noqa: F401 (autouse fixture)
+from tests.codec_helpers import random_codes as codes
 
 CONTEXTS = [3, 7, 5]
 
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny tensors: extra threads only spin against other work on a small machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-def tiny_decoder(dtype=torch.float32, seed: int = 0) -> CodecDecoder:
-    torch.manual_seed(seed)
-    cfg = CodecConfig(
-        hop=8, num_codebooks=2, codebook_size=16, dim=32, num_heads=2, ffn_dim=64,
-        num_layers=3, contexts=CONTEXTS, encoder_channels=[8, 16], strides=[2, 4],
-    )
-    return CodecDecoder(cfg).to(dtype).eval()
-
-
-def codes(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 16, size=(n, 2))
 
 
 def state(runner: CodecRunner) -> list:

@@ -9,29 +9,9 @@ import torch
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import FIXED_IDLE_POLL_S, FIXED_POLL_S, CodecStage, Wait
-from omnicli.engine.models.codec import CodecConfig, CodecDecoder
+from tests.codec_helpers import one_torch_thread, tiny_decoder  # noqa: F401 (autouse fixture)
+from tests.codec_helpers import random_codes as codes
 
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny tensors: extra threads only spin against other work on a small machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-def tiny_decoder(dtype=torch.float32) -> CodecDecoder:
-    torch.manual_seed(0)
-    cfg = CodecConfig(
-        hop=8, num_codebooks=2, codebook_size=16, dim=32, num_heads=2, ffn_dim=64,
-        num_layers=3, contexts=[3, 7, 5], encoder_channels=[8, 16], strides=[2, 4],
-    )
-    return CodecDecoder(cfg).to(dtype).eval()
-
-
-def codes(n: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 16, size=(n, 2))
 
 
 class Clock:

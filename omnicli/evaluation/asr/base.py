@@ -11,6 +11,18 @@ SAMPLE_RATE = 16_000  # every backend gets 16 kHz mono float32 in [-1, 1]
 WINDOW_S = 30.0  # Whisper's single decoding window
 WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
 
+# How seed-tts-eval decodes, which every Whisper backend matches (docs/eval-wer.md).
+WHISPER_GREEDY_SETTINGS = {
+    "search": "greedy",
+    "temperature": 0.0,
+    "temperature_fallback": False,
+    "beam_size": 1,
+    "best_of": 1,
+    "condition_on_previous_text": False,
+    "without_timestamps": True,
+    "window_s": WINDOW_S,
+}
+
 
 class AsrError(RuntimeError):
     """ASR could not be set up or run (a broken checkpoint, a runtime failure)."""

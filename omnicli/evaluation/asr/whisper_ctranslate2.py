@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from omnicli.evaluation.asr.base import WINDOW_SAMPLES, AsrBackend, AsrError, AsrSetupError
+from omnicli.evaluation.asr.base import WINDOW_SAMPLES, AsrBackend, AsrError, AsrSetupError, WHISPER_GREEDY_SETTINGS
 
 
 class FasterWhisperBackend(AsrBackend):
@@ -76,15 +76,8 @@ class FasterWhisperBackend(AsrBackend):
 
     def decoding_settings(self) -> dict:
         return {
-            "search": "greedy",
-            "temperature": 0.0,
-            "temperature_fallback": False,
-            "beam_size": 1,
-            "best_of": 1,
-            "condition_on_previous_text": False,
-            "without_timestamps": True,
+            **WHISPER_GREEDY_SETTINGS,
             "vad_filter": False,
-            "window_s": 30.0,
             "max_new_tokens": self._max_length - len(self._prompt),
             "compute_type": self.compute_type,
         }

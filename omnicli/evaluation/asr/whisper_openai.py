@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from omnicli.evaluation.asr.base import AsrBackend, AsrError, AsrSetupError
+from omnicli.evaluation.asr.base import AsrBackend, AsrError, AsrSetupError, WHISPER_GREEDY_SETTINGS
 
 
 class OpenAIWhisperBackend(AsrBackend):
@@ -58,14 +58,7 @@ class OpenAIWhisperBackend(AsrBackend):
 
     def decoding_settings(self) -> dict:
         return {
-            "search": "greedy",
-            "temperature": 0.0,
-            "temperature_fallback": False,
-            "beam_size": 1,
-            "best_of": 1,
-            "condition_on_previous_text": False,
-            "without_timestamps": True,
-            "window_s": 30.0,
+            **WHISPER_GREEDY_SETTINGS,
             "max_new_tokens": self.max_new_tokens or self._model.dims.n_text_ctx // 2,
             "fp16": self.fp16,
         }

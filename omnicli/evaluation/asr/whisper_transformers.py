@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from omnicli.evaluation.asr.base import SAMPLE_RATE, AsrBackend, AsrError, AsrSetupError
+from omnicli.evaluation.asr.base import SAMPLE_RATE, AsrBackend, AsrError, AsrSetupError, WHISPER_GREEDY_SETTINGS
 
 
 class TransformersWhisperBackend(AsrBackend):
@@ -52,14 +52,7 @@ class TransformersWhisperBackend(AsrBackend):
 
     def decoding_settings(self) -> dict:
         return {
-            "search": "greedy",
-            "temperature": 0.0,
-            "temperature_fallback": False,
-            "beam_size": 1,
-            "best_of": 1,
-            "condition_on_previous_text": False,
-            "without_timestamps": True,
-            "window_s": 30.0,
+            **WHISPER_GREEDY_SETTINGS,
             "max_new_tokens": self.max_new_tokens or "generation_config default",
             "dtype": "float32",
         }
