@@ -29,7 +29,7 @@ from omnicli.commands.common import (
     err_console,
     resolve_profile,
 )
-from omnicli.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts
 
 ProfilesOption = Annotated[
     Optional[list[str]],

@@ -1,0 +1,66 @@
+"""The Ctrl-C / SIGTERM policy shared by the commands that run the engine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from omnicli.commands.common import EXIT_INTERRUPTED, err_console
+from omnicli.interrupts import StopSignals
+from omnicli.orphans import terminate_children
+
+
+class EngineRunInterrupts:
+    """The Ctrl-C / SIGTERM policy of a command that runs the engine (synth, bench).
+
+    `phase` is "starting" (engine start-up: the main thread may sit in native
+    code for a long time), "running", "closing" or "done" (results written,
+    the normal exit is moments away). The first signal in one of
+    `graceful_phases` calls `request_stop`, which must be thread-safe and
+    return False when there is nothing to stop yet. In any other phase but
+    "done", and for every later signal, `force_exit` ends our child processes
+    (the engine's), calls `save_partial` holding `save_lock` and exits 130.
+    Commands subclass it and write their own results under `save_lock` too.
+    """
+
+    graceful_phases: tuple[str, ...] = ("running",)
+    forced_note = "finished work is kept"
+
+    def __init__(self) -> None:
+        self.phase = "starting"
+        self.interrupted = False
+        self.save_lock = threading.Lock()
+
+    def request_stop(self, sig: signal.Signals) -> bool:
+        return False
+
+    def save_partial(self) -> None:
+        """Records what is finished; runs on the signal thread with `save_lock` held."""
+
+    def signals(self) -> StopSignals:
+        return StopSignals(self.on_first_signal, self.force_exit)
+
+    def on_first_signal(self, sig: signal.Signals) -> None:
+        self.interrupted = True
+        if self.phase in self.graceful_phases and self.request_stop(sig):
+            return
+        if self.phase != "done":
+            self.force_exit(sig)
+
+    def force_exit(self, sig: signal.Signals) -> None:
+        """Ends the engine's processes now, saves what is known, exits 130."""
+        self.interrupted = True
+        if self.phase == "done":
+            return  # the results are written; the normal exit is moments away
+        err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
+        try:
+            terminate_children(grace_s=1.0)
+            # Held until exit, so the main thread is never cut off in the middle of its own write.
+            if self.save_lock.acquire(timeout=5.0):
+                self.save_partial()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
