@@ -115,6 +115,8 @@ class Talker:
             if cfg.cudagraph_capture_sizes:
                 kwargs["compilation_config"] = {"cudagraph_capture_sizes": list(cfg.cudagraph_capture_sizes)}
         env = {
+            # torch's C++ warnings (a NUMA binding notice at every start).
+            "TORCH_CPP_LOG_LEVEL": os.environ.get("TORCH_CPP_LOG_LEVEL", "ERROR"),
             # vLLM and torch deprecation chatter from the engine-core process.
             "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning"),
             # Explicit either way: vLLM otherwise picks a runner by itself.
