@@ -70,12 +70,3 @@ def rms_dbfs(pcm: np.ndarray) -> float:
         return float("-inf")
     rms = float(np.sqrt(np.mean(np.square(pcm.astype(np.float64)))))
     return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
-
-
-def wav_is_intact(path: str | os.PathLike) -> bool:
-    """True when the file parses as audio (an empty result is a valid file)."""
-    try:
-        sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError):
-        return False
-    return True
