@@ -6,6 +6,7 @@ import typer
 
 from omnicli import __version__
 from omnicli.commands import bench, eval_wer, models, profiles, synth
+from omnicli.commands import eval as eval_cmd
 
 app = typer.Typer(
     name="omni",
@@ -21,6 +22,7 @@ app = typer.Typer(
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("bench")(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
+app.command("eval", no_args_is_help=True)(eval_cmd.eval_command)
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(models.app, name="models")
 

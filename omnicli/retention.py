@@ -41,7 +41,10 @@ CLIPPED = "clipped"
 # Reasons only `eval-wer` can judge (it has a transcript).
 ASR_MISMATCH = "asr_mismatch"
 ASR_EMPTY = "asr_empty"
-ALL_REASONS = (ERROR, EMPTY, NEAR_SILENT, HIT_CAP, TOO_LONG, CLIPPED, ASR_MISMATCH, ASR_EMPTY)
+# Reasons only `omni eval` can judge (it scores speaker similarity / predicted MOS).
+LOW_SIM = "low_sim"
+LOW_MOS = "low_mos"
+ALL_REASONS = (ERROR, EMPTY, NEAR_SILENT, HIT_CAP, TOO_LONG, CLIPPED, ASR_MISMATCH, ASR_EMPTY, LOW_SIM, LOW_MOS)
 
 # A sample counts as "at full scale" from this magnitude on (float PCM in [-1, 1]);
 # the profile schema documents the same bound for `clipped_share`.
@@ -57,6 +60,8 @@ class RetentionThresholds:
     too_long_s_per_char: float = 0.5
     too_long_min_s: float = 10.0
     asr_wer_threshold: float = 0.5
+    sim_threshold: float = 0.75
+    mos_threshold: float = 3.0
 
     @classmethod
     def from_config(cls, config: Any | None) -> "RetentionThresholds":
