@@ -73,6 +73,14 @@ fi
 
 say "installing omnicli[$extras]"
 "${pip[@]}" -e "$repo[$extras]"
+case ",$extras," in
+  *,eval,*)
+    # The bundled speaker-similarity model (omni eval --metrics sim); its real
+    # dependencies come with the eval extra (see pyproject.toml).
+    say "installing resemblyzer (no deps)"
+    "${pip[@]}" --no-deps "resemblyzer>=0.1.4"
+    ;;
+esac
 # Some extras may pull the CUDA-only wheels back in.
 if [ "$device" = cpu ]; then
   "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

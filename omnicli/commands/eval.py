@@ -73,13 +73,18 @@ def print_audio_summary(summary: dict) -> None:
     if summary.get("keep_failed"):
         table.add_row("num_retained", str(summary.get("num_retained")), summary["keep_failed"])
     console.print(table)
-    problems = [] if "wer" in metrics else [(u, "missing", "no wav") for u in summary.get("missing", [])] + [
-        (f["utt"], f["status"], f["error"] or "") for f in summary.get("failed", [])
-    ]
+    # One line per utterance and cause: a missing wav fails SIM and MOS alike.
+    problems: dict[tuple[str, str], list[str]] = {}
     for metric in ("sim", "mos"):
-        problems += [(f["utt"], f"{metric} failed", f["error"]) for f in summary.get(f"{metric}_failed", [])]
+        for f in summary.get(f"{metric}_failed", []):
+            scorer_failed = f["status"] == "ok"
+            key = (f["utt"], "scorer_error" if scorer_failed else f["status"])
+            detail = f"{metric}: {f['error']}" if scorer_failed else (f["error"] or "")
+            if detail not in problems.setdefault(key, []):
+                problems[key].append(detail)
+    problems = [(utt, status, "; ".join(details)) for (utt, status), details in problems.items()]
     if problems:
-        listing = Table(title="not scored", title_justify="left")
+        listing = Table(title="not scored (SIM/MOS)", title_justify="left")
         for column in ("utt", "status", "detail"):
             listing.add_column(column)
         for utt, status, detail in problems[:20]:

@@ -20,7 +20,6 @@ from omnicli import __version__
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
 from omnicli.evaluation.scorers.base import Scorer
-from omnicli.evaluation.scorers.mos import DNSMOS_KEYS
 
 METRICS = ("wer", "sim", "mos")
 RESULTS_TSV = "eval_results.tsv"
@@ -93,16 +92,9 @@ def columns(outcome: EvalOutcome) -> tuple[str, ...]:
     head = [c for c in WER_COLUMNS if c not in _TAIL] if outcome.wer_run else ["utt", "ref", "status", "audio_s"]
     extra: list[str] = []
     if outcome.audio_run:
-        metrics = {d["metric"]: [] for d in outcome.audio_run.scorers}
+        metrics = list(dict.fromkeys(d["metric"] for d in outcome.audio_run.scorers))
         for d in outcome.audio_run.scorers:
-            metrics[d["metric"]].append(d["backend"])
-        if "sim" in metrics:
-            extra += ["sim", "sim_backend", "reference"]
-        if "mos" in metrics:
-            if "dnsmos" in metrics["mos"]:
-                extra += list(DNSMOS_KEYS)
-            if "utmos" in metrics["mos"]:
-                extra.append("utmos")
+            extra += d["keys"] + (["sim_backend", "reference"] if d["metric"] == "sim" else [])
         extra += [f"{m}_error" for m in metrics] + [f"{m}_cpu_s" for m in metrics]
     return tuple(head + extra + list(_TAIL))
 

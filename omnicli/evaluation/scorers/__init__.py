@@ -47,4 +47,6 @@ def load_scorers(metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = D
         scorers.append(load_sim(sim, device))
     if "mos" in metrics:
         scorers.extend(load_mos(mos, device))
+    for scorer in scorers:
+        scorer.warm_up()
     return scorers

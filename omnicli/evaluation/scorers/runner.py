@@ -152,7 +152,7 @@ def score_audio(
         flush()
     return AudioRun(
         results=list(results),
-        scorers=[{"metric": s.metric, **s.describe()} for s in scorers],
+        scorers=[{"metric": s.metric, "keys": list(s.keys), **s.describe()} for s in scorers],
         cpu_seconds=cpu,
         wall_seconds=wall,
         started_at=started_at,
@@ -222,7 +222,8 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
         by_metric[d["metric"]].append(d)
     for metric, descriptions in by_metric.items():
         scored = [r for r in ok if metric not in r.errors]
-        failed = [r for r in ok if metric in r.errors]
+        # Not scored for this metric, whatever the reason (no wav, unreadable, the scorer failed).
+        failed = [r for r in run.results if r.status != OK or metric in r.errors]
         cpu, wall = run.cpu_seconds.get(metric, 0.0), run.wall_seconds.get(metric, 0.0)
         if metric == "sim":
             sims = [r.values["sim"] for r in scored]
@@ -236,7 +237,7 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
                 "sim_note": descriptions[0]["comparable_to"],
             })
         else:
-            keys = [k for d in descriptions for k in _mos_keys(d["backend"])]
+            keys = [k for d in descriptions for k in d["keys"]]
             for key in keys:
                 values = [r.values[key] for r in scored if key in r.values]
                 out[f"{key}_mean"] = _mean(values)
@@ -254,7 +255,9 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
         out.update({
             f"num_{metric}_scored": len(scored),
             f"num_{metric}_failed": len(failed),
-            f"{metric}_failed": [{"utt": r.utt, "error": r.errors[metric]} for r in failed],
+            f"{metric}_failed": [
+                {"utt": r.utt, "status": r.status, "error": r.errors.get(metric) or r.error} for r in failed
+            ],
             f"{metric}_cpu_s_total": round(cpu, 3),
             f"{metric}_cpu_s_per_utt": round(cpu / len(ok), 4) if ok else None,
             f"{metric}_wall_s_per_utt": round(wall / len(ok), 4) if ok else None,
@@ -263,8 +266,3 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
     out["num_low_mos"] = sum(1 for r in run.results if LOW_MOS in r.reasons)
     return out
 
-
-def _mos_keys(backend: str) -> tuple[str, ...]:
-    from omnicli.evaluation.scorers.mos import DNSMOS_KEYS
-
-    return DNSMOS_KEYS if backend == "dnsmos" else ("utmos",)

@@ -45,6 +45,9 @@ class SpeakerEncoder:
     def embed(self, clips: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
+    def warm_up(self, clip: np.ndarray) -> None:
+        self.embed([clip])
+
 
 class DVectorEncoder(SpeakerEncoder):
     name = "dvector"
@@ -70,6 +73,9 @@ class DVectorEncoder(SpeakerEncoder):
                 raise ScorerError("no voiced audio left after voice-activity trimming")
             out.append(self._encoder.embed_utterance(wav))
         return out
+
+    def warm_up(self, clip: np.ndarray) -> None:
+        self._encoder.embed_utterance(clip)  # past the voice-activity trim, which a synthetic clip may not survive
 
 
 class WavLMEncoder(SpeakerEncoder):
@@ -169,6 +175,9 @@ class SimScorer(Scorer):
         refs = [self.reference_embedding(item.reference) for item in items]
         gens = self.encoder.embed([item.clip for item in items])
         return [{"sim": round(cosine(g, r), 4)} for g, r in zip(gens, refs, strict=True)]
+
+    def _warm_up(self, clip: np.ndarray) -> None:
+        self.encoder.warm_up(clip)
 
     def describe(self) -> dict:
         return {
