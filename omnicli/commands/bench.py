@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence
@@ -145,6 +145,7 @@ class _Report:
     result_dir: Path | None
     result_filename: str | None
     plot: Path | None
+    extras: dict[str, dict] = field(default_factory=dict)  # pass label -> keys added to its result entry
 
     def __post_init__(self) -> None:
         # Chosen once, so a forced exit and the normal end write the same file.
@@ -266,6 +267,14 @@ def bench(
     audio_out: Annotated[
         Optional[Path], typer.Option("--audio-out", help="Keep measured audio as DIR/<utt>.wav (for omni eval-wer).")
     ] = None,
+    eval_metrics: Annotated[
+        Optional[str],
+        typer.Option("--eval", help="After the passes, score the --audio-out audio with omni eval (any of wer,sim,mos) "
+                     "and add the figures to the result file."),
+    ] = None,
+    eval_asr: Annotated[
+        Optional[str], typer.Option("--eval-asr", help="ASR for --eval wer, as omni eval --asr.", show_default="openai-whisper:large-v3")
+    ] = None,
     keep_failed: Annotated[
         Optional[Path],
         typer.Option("--keep-failed", help="Retain failed or suspect audio here (default: $OMNI_FAILED_SPEECH_AUDIO_DIR)."),
@@ -306,6 +315,7 @@ def bench(
     shapes = [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
     specs: list[str | None] = list(profile or [None]) + list(compare or [])
     runs = label_profiles(specs, set_)
+    bench_eval = _plan_eval(eval_metrics, eval_asr, audio_out, runs)
 
     # --- prompts (bad input exits 2; reference audio is loaded before any timing) ---
     from omnicli.benchmark.prompts import load_prompts
@@ -350,6 +360,8 @@ def bench(
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
             interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
+        if bench_eval is not None and error is None and not interrupts.interrupted:
+            _score_passes(bench_eval, session, outputs, prompt_set.prompts, report)
         # --- report whatever completed ---
         with interrupts.save_lock:
             code = _report(
@@ -369,6 +381,48 @@ def bench(
         err_console.print(f"[red]{prefix}:[/red] {error}")
         raise typer.Exit(EXIT_ENGINE)
     raise typer.Exit(code)
+
+
+def _plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list) -> Any:
+    """`--eval`: parsed, and every model located, before any engine starts (usage errors exit 2)."""
+    if metrics is None:
+        if asr is not None:
+            raise typer.BadParameter("--eval-asr needs --eval", param_hint="--eval-asr")
+        return None
+    from omnicli.benchmark.evaluation import BenchEval
+    from omnicli.evaluation import AsrSetupError
+    from omnicli.evaluation.scorers import ScorerSetupError
+
+    if audio_out is None:
+        raise typer.BadParameter("--eval scores the kept audio: give --audio-out DIR too", param_hint="--eval")
+    try:
+        bench_eval = BenchEval.parse(metrics, asr=asr, device=runs[0].profile.profile.device)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--eval") from None
+    try:
+        bench_eval.check()
+    except (AsrSetupError, ScorerSetupError) as exc:
+        err_console.print(f"[red]error:[/red] --eval: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    return bench_eval
+
+
+def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts: Sequence, report: _Report) -> None:
+    """Scores each completed pass's audio; a failure is reported in that pass's entry, never fatal."""
+    for result in session.results:
+        folder = outputs.pass_dir(result.profile, result.shape)
+        try:
+            with err_console.status(f"scoring {result.label} ({','.join(bench_eval.metrics)}) ..."):
+                figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]: --eval skipped for the remaining passes")
+            return
+        except Exception as exc:
+            figures = {"metrics": list(bench_eval.metrics), "error": f"{type(exc).__name__}: {exc}"}
+            err_console.print(f"[yellow]warning:[/yellow] --eval of {result.label} failed: {figures['error']}")
+        report.extras[result.label] = {"eval": figures}
+        shown = {k: figures.get(k) for k in ("seed_wer_mean", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean")}
+        err_console.print(f"eval {result.label}: " + ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None))
 
 
 async def _start_engine(resolved):
@@ -392,7 +446,10 @@ def _report(
     if not results:
         return EXIT_OK
     machine = machine_facts(results[0].device)
-    runs = [build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine) for r in results]
+    runs = [
+        build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
+        for r in results
+    ]
     console.print(results_table(runs, report.percentiles))
     if len({r["profile_label"] for r in runs}) > 1:
         for table in comparison_tables(runs, report.percentiles):
