@@ -57,9 +57,15 @@ def test_bench_eval_adds_sim_and_mos_of_its_own_audio(tmp_path):
     (run,) = json.loads((out / "r.json").read_text())["runs"]
     figures = run["eval"]
     assert figures["metrics"] == ["sim", "mos"] and figures["sim_backend"] == "dvector"
-    assert figures["num_sim_scored"] == 2 and figures["num_mos_scored"] == 2
-    assert -1 <= figures["sim_mean"] <= 1 and 1 <= figures["dnsmos_ovrl_mean"] <= 5
-    assert figures["sim_cpu_s_per_utt"] > 0 and "NOT comparable" in figures["sim_note"]
+    assert figures["num_mos_scored"] == 2 and 1 <= figures["dnsmos_ovrl_mean"] <= 5
+    assert figures["mos_cpu_s_per_utt"] > 0 and "NOT comparable" in figures["sim_note"]
+    # omni-tiny's random-weight audio is not speech: the d-vector's voice-activity trim may
+    # leave nothing, which must show as a SIM failure, never as a number.
+    assert figures["num_sim_scored"] + figures["num_sim_failed"] == 2
+    rows = [json.loads(line) for line in (wavs / "eval" / "eval_results.jsonl").read_text().splitlines()]
+    for row in rows:
+        assert (row["sim"] is None) == ("voiced" in (row["sim_error"] or "")), row
+        assert row["sim"] is None or -1 <= row["sim"] <= 1
     summary = json.loads(Path(figures["summary_file"]).read_text())
     assert summary["sim_mean"] == figures["sim_mean"] and Path(figures["summary_file"]).parent == wavs / "eval"
     assert len((wavs / "eval" / "eval_results.jsonl").read_text().splitlines()) == 2

@@ -102,11 +102,19 @@ def test_dnsmos_clean_speech_beats_the_same_speech_with_noise(voices, dnsmos):
         assert all(1.0 <= v <= 5.5 for v in scores[i].values())
 
 
-def test_dnsmos_batched_equals_one_by_one(voices, dnsmos):
+def test_dnsmos_batched_equals_one_by_one_and_speechmos(voices, dnsmos):
+    from speechmos import dnsmos as reference
+
     items = [ScoreItem(k, load_mono(voices[k], SAMPLE_RATE)) for k in ("slt-a", "kal16-b", "rms-a")]
     together = dnsmos.score(items)
     alone = [dnsmos.score([item])[0] for item in items]
     assert together == alone
+    # The package's own (slow, session-per-call) scorer gives the same figures.
+    theirs = reference.run(items[1].clip, SAMPLE_RATE)
+    assert together[1] == pytest.approx({
+        "dnsmos_ovrl": theirs["ovrl_mos"], "dnsmos_sig": theirs["sig_mos"],
+        "dnsmos_bak": theirs["bak_mos"], "dnsmos_p808": theirs["p808_mos"],
+    }, abs=1e-3)
 
 
 # --- the runner: statuses, failures one by one, retention ------------------------------------

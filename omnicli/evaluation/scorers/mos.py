@@ -65,6 +65,7 @@ class DnsmosScorer(Scorer):
                 raise ScorerSetupError(f"DNSMOS model {path} is missing from the speechmos package (reinstall it)")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting on shared CPUs
         # Sessions are built once here; speechmos.dnsmos.run would rebuild them on every call.
         self._primary = ort.InferenceSession(str(self.primary_path), options, providers=["CPUExecutionProvider"])
         self._p808 = ort.InferenceSession(str(self.p808_path), options, providers=["CPUExecutionProvider"])
