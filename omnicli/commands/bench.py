@@ -361,7 +361,10 @@ def bench(
             error = _run_session(session, interrupts)
             interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
         if bench_eval is not None and error is None and not interrupts.interrupted:
+            # A signal while scoring writes the benchmark (with the passes scored so far) and exits 130.
+            interrupts.phase = "scoring"
             _score_passes(bench_eval, session, outputs, prompt_set.prompts, report)
+            interrupts.phase = "done"
         # --- report whatever completed ---
         with interrupts.save_lock:
             code = _report(
@@ -414,9 +417,6 @@ def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts:
         try:
             with err_console.status(f"scoring {result.label} ({','.join(bench_eval.metrics)}) ..."):
                 figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
-        except KeyboardInterrupt:
-            err_console.print("[yellow]interrupted[/yellow]: --eval skipped for the remaining passes")
-            return
         except Exception as exc:
             figures = {"metrics": list(bench_eval.metrics), "error": f"{type(exc).__name__}: {exc}"}
             err_console.print(f"[yellow]warning:[/yellow] --eval of {result.label} failed: {figures['error']}")
