@@ -61,7 +61,10 @@ class DVectorEncoder(SpeakerEncoder):
                 "(scripts/setup.sh does) or pip install resemblyzer"
             ) from None
         self._preprocess = resemblyzer.preprocess_wav
-        self._encoder = resemblyzer.VoiceEncoder(device, verbose=False)
+        try:
+            self._encoder = resemblyzer.VoiceEncoder(device, verbose=False)
+        except Exception as exc:  # a damaged wheel, a torch that cannot read the weights
+            raise ScorerError(f"cannot load resemblyzer's bundled d-vector model: {exc}") from None
         self.model = "resemblyzer-" + _version("resemblyzer") + ":pretrained.pt (GE2E, bundled)"
 
     def embed(self, clips: Sequence[np.ndarray]) -> list[np.ndarray]:
