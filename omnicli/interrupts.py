@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterable
 
 Callback = Callable[[signal.Signals], None]
-STOP_GRACE_S = 5.0  # after a first Ctrl-C, requests in flight may finish for this long
 
 
 class StopSignals:

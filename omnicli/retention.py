@@ -18,13 +18,16 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 import soundfile as sf
 
 from omnicli.atomic import write_bytes_atomic, write_json_atomic
 from omnicli.audio import rms_dbfs
+
+if TYPE_CHECKING:
+    from omnicli.driver.records import RequestRecord
 
 log = logging.getLogger(__name__)
 
@@ -227,3 +230,41 @@ class Retainer:
         except (OSError, ValueError):
             return None  # a damaged sidecar is rewritten from this occurrence
         return obj if isinstance(obj, dict) else None
+
+
+def request_meta(
+    record: "RequestRecord",
+    *,
+    command: str,
+    profile_digest: str | None,
+    output_wav: str | os.PathLike | None = None,
+    status: str | None = None,
+    error: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """A retained request's metadata (the one builder synth and bench share).
+
+    `status` and `error` default to the request's own outcome; a caller
+    whose later step failed (the wav could not be written) passes its own.
+    `extra` (a bench pass and round, ...) is added as given.
+    """
+    row = record.prompt.item if record.prompt is not None else None
+    return {
+        "utt": record.utt,
+        "request_id": record.request_id,
+        "source": getattr(row, "where", None),
+        "text": record.text,
+        "expected_text": record.text,
+        "transcript": None,  # synth and bench have no ASR; eval-wer fills it
+        "reference_wav": record.reference,
+        "reference_text": getattr(row, "prompt_text", None),
+        "error": record.error if error is None and status is None else error,
+        "status": status or ("ok" if record.ok else "failed"),
+        "finish_reason": record.finish_reason,
+        "ref_cache": record.ref_cache,
+        "timings": {"ttfp_s": record.audio_ttfp, "e2el_s": record.e2el, "audio_seconds": record.audio_duration, "rtf": record.audio_rtf},
+        "output_wav": str(output_wav) if output_wav else None,
+        "profile_digest": profile_digest,
+        "command": command,
+        **(extra or {}),
+    }

@@ -64,7 +64,7 @@ def inject_into_talker(monkeypatch, engine, behaviour):
 @pytest.fixture
 def fresh_engine_state(engine_harness, monkeypatch):
     """Undoes a sticky engine-wide fault a test may provoke on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
     return engine_harness.engine
 
 

@@ -283,7 +283,7 @@ def bench(
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
     engine failed, 130 interrupted.
     """
-    from omnicli.benchmark.loadgen import LoadShape
+    from omnicli.driver import LoadShape
     from omnicli.benchmark.metrics import parse_percentiles
     from omnicli.benchmark.session import BenchPlan
 

@@ -7,6 +7,9 @@ no threads and no tensors, so every rule is unit-testable:
   chunk and keeps it until it ends (last chunk delivered, error or cancel).
   With no free slot a new request simply waits. Free slots are handed out
   lowest first, which keeps active slots contiguous for the `slot` backend.
+  Every slot freed since the last plan travels in the next plan
+  (`freed_slots`, as vLLM's scheduler output carries finished request ids):
+  the stage resets their state before it runs the plan's step.
 - In flight: a dispatched chunk is in flight until the stage reports it
   delivered (`complete`); meanwhile its request gets no other chunk, no
   rejection and no slot release, so audio reaches the client in order.
@@ -68,6 +71,7 @@ class Retired:
 class StepPlan:
     rows: list[Row] = field(default_factory=list)
     retired: list[Retired] = field(default_factory=list)  # deliver before waiting
+    freed_slots: list[int] = field(default_factory=list)  # reset these before running `rows` (they may be reused there)
     wait_s: float | None = None  # no rows: seconds until the coalescing window closes (None: nothing to wait for)
 
 
@@ -91,6 +95,7 @@ class CodecScheduler:
         self.max_wait_s = max_wait_ms / 1000.0
         self._requests: dict[str, _Request] = {}
         self._free = list(range(num_slots))  # a heap: the lowest free slot first
+        self._freed: list[int] = []  # released since the last plan; their state is not reset yet
         self._window_start: float | None = None  # first waiting arrival of the open window
         self._window_opened: float | None = None
         self.coalescing_waits = 0  # windows opened
@@ -116,8 +121,8 @@ class CodecScheduler:
         return True
 
     def cancel(self, request_id: str) -> int | None:
-        """Ends a request (client gone, upstream error). Returns the slot to reset now, if any;
-        a request with a chunk in flight releases its slot on `complete` instead."""
+        """Ends a request (client gone, upstream error). Returns the slot it freed, if any (also in
+        the next plan's `freed_slots`); a request with a chunk in flight frees its slot on `complete`."""
         req = self._requests.get(request_id)
         if req is None:
             return None
@@ -129,7 +134,8 @@ class CodecScheduler:
 
     def complete(self, request_id: str, failed: bool = False) -> int | None:
         """The request's in-flight chunk was delivered (or its step failed). Returns the slot
-        freed when that ended the request (last chunk, cancelled meanwhile, or failed)."""
+        freed when that ended the request (last chunk, cancelled meanwhile, or failed); the
+        next plan's `freed_slots` carries it too."""
         req = self._requests.get(request_id)
         if req is None:
             return None
@@ -141,6 +147,7 @@ class CodecScheduler:
     # -- the decision --------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan(retired=self._retire())
+        plan.freed_slots, self._freed = self._freed, []
         runnable, could_join = self._candidates()
         if not runnable:
             self._close_window(now)
@@ -221,6 +228,7 @@ class CodecScheduler:
         del self._requests[req.request_id]
         if req.slot is not None:
             heapq.heappush(self._free, req.slot)
+            self._freed.append(req.slot)
         return req.slot
 
     # -- introspection -------------------------------------------------------
