@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -25,6 +24,7 @@ import soundfile as sf
 
 from omnicli.atomic import write_bytes_atomic, write_json_atomic
 from omnicli.audio import rms_dbfs
+from omnicli.profile.schema import RetentionConfig
 
 if TYPE_CHECKING:
     from omnicli.driver.records import RequestRecord
@@ -51,31 +51,6 @@ ALL_REASONS = (ERROR, EMPTY, NEAR_SILENT, HIT_CAP, TOO_LONG, CLIPPED, ASR_MISMAT
 FULL_SCALE = 0.999
 
 
-@dataclass(frozen=True)
-class RetentionThresholds:
-    """The rules' knobs; defaults equal the profile's `retention` section."""
-
-    near_silent_dbfs: float = -60.0
-    clipped_share: float = 0.01
-    too_long_s_per_char: float = 0.5
-    too_long_min_s: float = 10.0
-    asr_wer_threshold: float = 0.5
-
-    @classmethod
-    def from_config(cls, config: Any | None) -> "RetentionThresholds":
-        """Builds from anything with the same attribute names (e.g. the profile's RetentionConfig)."""
-        if config is None:
-            return cls()
-        if isinstance(config, cls):
-            return config
-        defaults = cls()
-        values = {name: getattr(config, name, getattr(defaults, name)) for name in cls.__dataclass_fields__}
-        return cls(**{k: float(v) for k, v in values.items()})
-
-    def too_long_limit_s(self, text: str) -> float:
-        return max(self.too_long_min_s, self.too_long_s_per_char * len(text))
-
-
 def judge_audio(
     pcm: np.ndarray | None,
     sample_rate: int,
@@ -83,7 +58,7 @@ def judge_audio(
     text: str | None = None,
     finish_reason: str | None = None,
     error: str | BaseException | None = None,
-    thresholds: Any | None = None,
+    thresholds: RetentionConfig | None = None,
 ) -> list[str]:
     """Returns the audio-level retention reasons that apply (empty list: nothing suspect).
 
@@ -91,7 +66,7 @@ def judge_audio(
     `too_long` is judged only when `text` is given; `hit_cap` when
     `finish_reason == "length"`; `error` whenever `error` is not None.
     """
-    limits = RetentionThresholds.from_config(thresholds)
+    limits = thresholds or RetentionConfig()
     reasons: list[str] = []
     if error is not None:
         reasons.append(ERROR)

@@ -50,9 +50,13 @@ def make_stage(policy="fixed", *, slots=4, budget=100, target=1, wait_ms=0.0, dt
     return CodecStage(runner, scheduler, out, policy=policy, pad_tail_frames=pad, **kw), out
 
 
-def test_an_unknown_policy_is_rejected_at_start_up():
-    with pytest.raises(ValueError, match="generation_coalescing_policy must be 'fixed' or 'idle_wait'"):
-        make_stage("eager")
+def test_from_config_reads_policy_threads_and_tail_padding_from_the_profile_section():
+    from omnicli.profile.schema import CodecStageConfig
+
+    runner = CodecRunner(tiny_decoder(), 2, max_chunk_frames=9)
+    cfg = CodecStageConfig(generation_coalescing_policy="idle_wait", threads=2, codec_chunk_frames=7, codec_pad_tail=True)
+    stage = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), Outbox(), cfg)
+    assert (stage._policy, stage._threads, stage._pad_tail_frames) == ("idle_wait", 2, 7)
 
 
 @pytest.mark.parametrize(

@@ -28,13 +28,16 @@ no threads and no tensors, so every rule is unit-testable:
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from omnicli.profile.schema import CodecStageConfig
 
 
 @dataclass
@@ -87,8 +90,9 @@ class _Request:
 
 
 class CodecScheduler:
+    """Takes settings the profile schema has validated (`CodecStageConfig`); it does not re-check them."""
+
     def __init__(self, num_slots: int, budget_frames: int, min_batch: int = 1, max_wait_ms: float = 0.0):
-        check_settings(num_slots, budget_frames, min_batch, max_wait_ms)
         self.num_slots = num_slots
         self.budget = budget_frames
         self.min_batch = min_batch
@@ -100,6 +104,10 @@ class CodecScheduler:
         self._window_opened: float | None = None
         self.coalescing_waits = 0  # windows opened
         self.coalescing_wait_s = 0.0  # time from a window's opening to its dispatch
+
+    @classmethod
+    def from_config(cls, cfg: CodecStageConfig) -> CodecScheduler:
+        return cls(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
 
     # -- events ------------------------------------------------------------
     def open(self, request_id: str) -> None:
@@ -253,22 +261,3 @@ class CodecScheduler:
         """Frames of each chunk a request has waiting (for tests and diagnostics)."""
         req = self._requests.get(request_id)
         return [c.frames for c in req.ready] if req else []
-
-
-def check_settings(num_slots: int, budget_frames: int, min_batch: int, max_wait_ms: float) -> None:
-    """Rejects settings the scheduler cannot honour, naming the profile key."""
-    if not _is_int(num_slots) or num_slots < 1:
-        raise ValueError(f"codec.max_num_seqs must be an integer >= 1, got {num_slots!r}")
-    if not _is_int(budget_frames) or budget_frames < 1:
-        raise ValueError(f"codec.max_num_batched_tokens must be an integer >= 1 (frames per step), got {budget_frames!r}")
-    if not _is_int(min_batch) or not 1 <= min_batch <= num_slots:
-        raise ValueError(
-            f"codec.generation_min_batch_size must be an integer from 1 to codec.max_num_seqs ({num_slots}): "
-            f"the coalescing target cannot exceed the request slots; got {min_batch!r}"
-        )
-    if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, (int, float)) or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
-        raise ValueError(f"codec.generation_max_wait_ms must be a finite number of milliseconds >= 0, got {max_wait_ms!r}")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -32,10 +33,13 @@ import torch
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import Chunk, CodecScheduler, Row
 
+if TYPE_CHECKING:
+    from omnicli.profile.schema import CodecStageConfig
+
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, np.ndarray, bool, "str | None"], None]
-POLICIES = ("fixed", "idle_wait")
+Policy = Literal["fixed", "idle_wait"]
 FIXED_POLL_S = 0.001  # the `fixed` policy's polling period inside a window
 FIXED_IDLE_POLL_S = 0.05  # ... and when idle (an arrival wakes it anyway; this only bounds the wake-ups)
 
@@ -58,14 +62,12 @@ class CodecStage:
         scheduler: CodecScheduler,
         deliver: Deliver,
         *,
-        policy: str = "fixed",
+        policy: Policy = "fixed",
         threads: int = 1,
         pad_tail_frames: int = 0,
         clock: Callable[[], float] = time.perf_counter,
         poll_s: float = FIXED_POLL_S,
     ):
-        if policy not in POLICIES:
-            raise ValueError(f"codec.generation_coalescing_policy must be 'fixed' or 'idle_wait', got {policy!r}")
         self.runner = runner
         self.scheduler = scheduler
         self._deliver = deliver
@@ -83,6 +85,18 @@ class CodecStage:
         self.compute_s = 0.0  # inside CodecRunner.execute
         self.busy_s = 0.0  # inside cycles that ran a step (compute plus scheduling, delivery, bookkeeping)
         self.failure: BaseException | None = None
+
+    @classmethod
+    def from_config(cls, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig) -> CodecStage:
+        """The stage as the profile's codec section sets it up (validated there, not here)."""
+        return cls(
+            runner,
+            scheduler,
+            deliver,
+            policy=cfg.generation_coalescing_policy,
+            threads=cfg.threads,
+            pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
+        )
 
     # -- called from the engine's thread ----------------------------------
     def start(self) -> None:

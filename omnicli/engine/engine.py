@@ -93,17 +93,9 @@ class Engine:
                 capture_sizes=cfg.capture_sizes,
                 device=device,
             )
-            scheduler = CodecScheduler(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
             refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
             outputs = OutputRouter(loop)
-            codec = CodecStage(
-                runner,
-                scheduler,
-                outputs.from_stage,
-                policy=cfg.generation_coalescing_policy,
-                threads=cfg.threads,
-                pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
-            )
+            codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), profile.talker, platform=resolved.platform, seed=profile.seed)
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
             codec.start()
@@ -202,9 +194,8 @@ class Engine:
 
     async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
-        cfg = self.profile.codec
         k = self.adapter.num_codebooks
-        chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
+        chunker = Chunker.from_config(k, self.profile.codec)
         pending: list[int] = []
         finish: str | None = None
         try:
