@@ -41,7 +41,7 @@ class StopSignals:
     def count(self) -> int:
         return len(self.received)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._pipe = (r, w)

@@ -15,9 +15,11 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import soundfile as sf
@@ -34,17 +36,23 @@ log = logging.getLogger(__name__)
 ENV_VAR = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 FILE_PREFIX = "failed_speech_"
 
-# Audio-level reasons, in the order METRICS.md lists them (judge_audio keeps it).
-ERROR = "error"
-EMPTY = "empty"
-NEAR_SILENT = "near_silent"
-HIT_CAP = "hit_cap"
-TOO_LONG = "too_long"
-CLIPPED = "clipped"
-# Reasons only `eval-wer` can judge (it has a transcript).
-ASR_MISMATCH = "asr_mismatch"
-ASR_EMPTY = "asr_empty"
-ALL_REASONS = (ERROR, EMPTY, NEAR_SILENT, HIT_CAP, TOO_LONG, CLIPPED, ASR_MISMATCH, ASR_EMPTY)
+class Reason(str, Enum):
+    """Why an output is suspect; the values are what results rows and sidecars store."""
+
+    # Audio-level reasons, in the documented order (judge_audio keeps it).
+    ERROR = "error"
+    EMPTY = "empty"
+    NEAR_SILENT = "near_silent"
+    HIT_CAP = "hit_cap"
+    TOO_LONG = "too_long"
+    CLIPPED = "clipped"
+    # Reasons only `eval-wer` can judge (it has a transcript).
+    ASR_MISMATCH = "asr_mismatch"
+    ASR_EMPTY = "asr_empty"
+
+    def __str__(self) -> str:
+        return self.value
+
 
 # A sample counts as "at full scale" from this magnitude on (float PCM in [-1, 1]);
 # the profile schema documents the same bound for `clipped_share`.
@@ -59,7 +67,7 @@ def judge_audio(
     finish_reason: str | None = None,
     error: str | BaseException | None = None,
     thresholds: RetentionConfig | None = None,
-) -> list[str]:
+) -> list[Reason]:
     """Returns the audio-level retention reasons that apply (empty list: nothing suspect).
 
     `pcm` is float PCM, mono (n,) or (n, channels); `None` counts as no samples.
@@ -67,22 +75,22 @@ def judge_audio(
     `finish_reason == "length"`; `error` whenever `error` is not None.
     """
     limits = thresholds or RetentionConfig()
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     if error is not None:
-        reasons.append(ERROR)
+        reasons.append(Reason.ERROR)
     audio = np.zeros(0, dtype=np.float32) if pcm is None else np.asarray(pcm)
     frames = audio.shape[0] if audio.ndim else 0
     if frames == 0 or audio.size == 0:
-        reasons.append(EMPTY)
+        reasons.append(Reason.EMPTY)
     else:
         if rms_dbfs(audio) < limits.near_silent_dbfs:
-            reasons.append(NEAR_SILENT)
+            reasons.append(Reason.NEAR_SILENT)
     if finish_reason == "length":
-        reasons.append(HIT_CAP)
+        reasons.append(Reason.HIT_CAP)
     if frames and text is not None and frames / sample_rate > limits.too_long_limit_s(text):
-        reasons.append(TOO_LONG)
+        reasons.append(Reason.TOO_LONG)
     if frames and float(np.mean(np.abs(audio) >= FULL_SCALE)) > limits.clipped_share:
-        reasons.append(CLIPPED)
+        reasons.append(Reason.CLIPPED)
     return reasons
 
 
@@ -127,7 +135,7 @@ class Retainer:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_option(cls, directory: str | os.PathLike | None) -> "Retainer | None":
+    def from_option(cls, directory: str | os.PathLike | None) -> Retainer | None:
         """The CLI's `--keep-failed DIR`, else `$OMNI_FAILED_SPEECH_AUDIO_DIR`, else None (off)."""
         if directory is not None and str(directory) != "":
             return cls(directory)
@@ -208,7 +216,7 @@ class Retainer:
 
 
 def request_meta(
-    record: "RequestRecord",
+    record: RequestRecord,
     *,
     command: str,
     profile_digest: str | None,

@@ -95,7 +95,7 @@ class OutputLock:
             fcntl.flock(self._f, fcntl.LOCK_UN)
             self._f.close()
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -209,7 +209,7 @@ class SynthRun:
         self.concurrency = max(1, concurrency)
         self.max_new_tokens = max_new_tokens
         self.retainer = retainer
-        self.on_result = on_result or (lambda r: None)
+        self.on_result = on_result or (lambda _result: None)
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
         self.results: list[UttResult] = []

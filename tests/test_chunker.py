@@ -1,7 +1,6 @@
 """The per-request Chunker: initial/steady sizes, ramps, flush and the bare terminal."""
 
 import numpy as np
-import pytest
 
 from omnicli.engine.chunker import Chunker
 

@@ -4,7 +4,6 @@ The scheduler is pure policy: time is passed in (`now`, chunk arrivals), so
 these tests drive the real scheduler with a fake clock.
 """
 
-import math
 
 import numpy as np
 import pytest

@@ -13,7 +13,6 @@ from tests.codec_helpers import one_torch_thread, tiny_decoder  # noqa: F401 (au
 from tests.codec_helpers import random_codes as codes
 
 
-
 class Clock:
     def __init__(self):
         self.t = 100.0

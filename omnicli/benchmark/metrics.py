@@ -9,7 +9,7 @@ vLLM / vLLM-Omni's `bench serve` (`mean_audio_ttfp_ms`, `p99_e2el_ms`,
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omnicli.audio import write_wav_atomic
 from omnicli.benchmark.session import ProfileRun, RoundResult
@@ -29,7 +30,7 @@ class RoundOutputs:
         retainer: Retainer | None,
         *,
         one_pass: bool,
-        warn: Callable[[str], None] = lambda message: None,
+        warn: Callable[[str], None] = lambda _message: None,
     ):
         self.audio_dir = Path(audio_dir) if audio_dir is not None else None
         self.retainer = retainer

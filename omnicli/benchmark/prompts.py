@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from omnicli.datasets import demo_manifest_path
 from omnicli.driver.inputs import InputError, request_from_row

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
 from omnicli.engine.request import EngineDead, EngineStats

@@ -23,7 +23,7 @@ from omnicli.commands.common import (
     err_console,
     resolve_profile,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
 
 def synth(
@@ -87,7 +87,7 @@ def synth(
     with lock, session.signals():
         try:
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
-            session.phase = "done"
+            session.phase = Phase.DONE
             summary = session.write_summary()
         except OSError as exc:  # OUT itself became unwritable (disk full, removed): nothing more can be recorded
             err_console.print(f"[red]error:[/red] cannot write to {out}: {exc}")
@@ -176,13 +176,13 @@ class _Session(EngineRunInterrupts):
                     progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
 
                 self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
-                self.phase = "running"
+                self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
                     self.run_obj.stop.set()
                 await self.run_obj.run(rows)
             self.engine_error = self.run_obj.engine_error
         finally:
-            self.phase = "closing"
+            self.phase = Phase.CLOSING
             if engine is not None:
                 await engine.close()
 

@@ -80,7 +80,7 @@ async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bo
         record.info, record.ref_cache = exc.info, exc.info.ref_cache
     except (EngineError, asyncio.CancelledError):
         raise
-    except Exception as exc:  # noqa: BLE001 - raised for this request alone: it fails, the others go on
+    except Exception as exc:
         record.end = time.perf_counter()
         record.error = f"{type(exc).__name__}: {exc}"
     if keep_pcm:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence, TypeVar
+from typing import TypeVar
 
 import numpy as np
 

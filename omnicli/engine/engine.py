@@ -33,7 +33,7 @@ from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
 from omnicli.engine.models import load_model
-from omnicli.engine.outputs import Audio, Dead, Failed, OutputRouter
+from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
@@ -69,7 +69,7 @@ class Engine:
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
-    async def start(cls, resolved) -> "Engine":
+    async def start(cls, resolved) -> Engine:
         """Builds every stage from a resolved profile; on failure nothing is left running."""
         t0 = time.perf_counter()
         profile = resolved.profile
@@ -125,7 +125,7 @@ class Engine:
         self.talker.shutdown()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def __aenter__(self) -> "Engine":
+    async def __aenter__(self) -> Engine:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -157,7 +157,7 @@ class Engine:
         self.codec.open(rid)
         pump = asyncio.create_task(self._pump(rid, prompt, max_tokens, request.seed, info))
         try:
-            async for chunk in self._drain(request.request_id, rid, outputs, info):
+            async for chunk in self._drain(request.request_id, outputs, info):
                 yield chunk
         finally:
             pump.cancel()
@@ -226,7 +226,7 @@ class Engine:
             else:  # the talker failed this request only
                 self._outputs.put(rid, Failed(f"talker failed: {type(exc).__name__}: {exc}"))
 
-    async def _drain(self, request_id: str, rid: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
+    async def _drain(self, request_id: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
         while True:
             value = await outputs.get()
             if isinstance(value, Dead):

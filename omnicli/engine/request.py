@@ -114,7 +114,7 @@ class EngineStats:
     ref_cold: int = 0
     extra: dict = field(default_factory=dict)
 
-    def minus(self, earlier: "EngineStats") -> "EngineStats":
+    def minus(self, earlier: EngineStats) -> EngineStats:
         out = EngineStats()
         for f in dataclasses.fields(self):
             if f.name != "extra":

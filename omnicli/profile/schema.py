@@ -130,7 +130,7 @@ class CodecStageConfig(BaseModel):
         return _positive_items("layer_contexts", v)
 
     @model_validator(mode="after")
-    def _min_batch_fits_slots(self) -> "CodecStageConfig":
+    def _min_batch_fits_slots(self) -> CodecStageConfig:
         if self.generation_min_batch_size > self.max_num_seqs:
             # ctx["key"] lets the loader point the error at the right key.
             raise PydanticCustomError(
