@@ -11,8 +11,9 @@ from rich.console import Console
 from omnicli.benchmark.metrics import detailed_lists
 from omnicli.benchmark.outputs import RoundOutputs
 from omnicli.benchmark.plot import plot_results
-from omnicli.benchmark.report import build_document, build_run, compare_runs, comparison_tables, results_table
+from omnicli.benchmark.report import build_document, build_run, compare_runs
 from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult
+from omnicli.commands.bench_tables import comparison_tables, results_table
 from omnicli.driver import LoadShape, RequestRecord
 from omnicli.engine.request import EngineStats
 from omnicli.retention import Retainer

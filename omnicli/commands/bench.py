@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
 from omnicli.commands.common import (
@@ -28,6 +28,7 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    progress_bar,
     resolve_profile,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
@@ -121,19 +122,6 @@ class _ProgressObserver(BenchObserver):
     def warning(self, message: str) -> None:
         self.warnings.append(message)
         err_console.print(f"[yellow]warning:[/yellow] {message}")
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
 
 
 @dataclass
@@ -345,7 +333,7 @@ def bench(
     session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
     interrupts = _BenchInterrupts(session, report)
     with interrupts.signals():
-        with _progress() as progress:
+        with progress_bar(err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
@@ -385,7 +373,8 @@ def _report(
     """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed)."""
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
-    from omnicli.benchmark.report import build_document, build_run, comparison_tables, machine_facts, results_table
+    from omnicli.benchmark.report import build_document, build_run, machine_facts
+    from omnicli.commands.bench_tables import comparison_tables, results_table
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
