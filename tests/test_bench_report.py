@@ -87,6 +87,8 @@ def test_detailed_lists_and_custom_percentiles(profile):
     assert all(len(run[k]) == 3 for k in DETAILED)
     assert "p99.9_audio_ttfp_ms" in run and "p90_audio_ttfp_ms" not in run
     assert run["errors"] == ["", "", "boom"]
+    assert run["rounds"] == 1 and run["request_rounds"] == [0, 0, 0]  # the count is not overwritten by the lists
+    build_document([run], "t0")  # validates against the result file's model
 
 
 def test_ab_ratios_are_b_over_a(profile):
