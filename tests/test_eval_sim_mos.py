@@ -16,7 +16,7 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from omnicli.audio import load_mono
-from omnicli.commands.common import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
+from omnicli.commands.common import EXIT_SOME_FAILED, EXIT_USAGE
 from omnicli.evaluation.scorers import ScoreItem, Scorer, ScorerSetupError, audio_summary, score_audio
 from omnicli.evaluation.scorers.base import SAMPLE_RATE
 from omnicli.manifest import ManifestRow
@@ -135,7 +135,7 @@ class _FlakyScorer(Scorer):
 
 
 def test_runner_fails_one_clip_alone_and_keeps_order(tmp_path):
-    from omnicli.retention import LOW_MOS, Retainer
+    from omnicli.retention import Reason, Retainer
 
     for utt, amp in (("good", 0.5), ("bad", 0.5), ("quiet", 0.1)):
         sf.write(tmp_path / f"{utt}.wav", amp * np.sin(np.linspace(0, 800, 16000)), 16000)
@@ -147,7 +147,7 @@ def test_runner_fails_one_clip_alone_and_keeps_order(tmp_path):
     assert [r.utt for r in run.results] == ["good", "bad", "quiet", "empty", "absent"]
     assert by["good"].values["dnsmos_ovrl"] == pytest.approx(3.0, abs=0.01) and not by["good"].reasons
     assert "boom" in by["bad"].errors["mos"] and not by["bad"].values
-    assert by["quiet"].reasons == [LOW_MOS] and Path(by["quiet"].retained).is_file()
+    assert by["quiet"].reasons == [Reason.LOW_MOS] and Path(by["quiet"].retained).is_file()
     assert (by["empty"].status, by["absent"].status) == ("empty_audio", "missing")
     summary = audio_summary(run, sim_threshold=0.5, mos_threshold=2.0)
     assert summary["num_mos_scored"] == 2 and summary["num_mos_failed"] == 3  # bad, empty, absent

@@ -10,20 +10,13 @@ returns the figures that go into the pass's entry of the result file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from omnicli.benchmark.result_models import EVAL_RESULT_KEYS
 from omnicli.manifest import ManifestRow
-
-# The summary keys copied into the bench result (the full summary is in eval_summary.json).
-RESULT_KEYS = (
-    "seed_wer_mean", "corpus_wer", "num_scored", "asr_s_per_utt",
-    "sim_mean", "sim_median", "sim_share_below_threshold", "sim_backend", "sim_note", "num_sim_scored", "sim_cpu_s_per_utt",
-    "dnsmos_ovrl_mean", "dnsmos_sig_mean", "dnsmos_bak_mean", "dnsmos_p808_mean", "utmos_mean",
-    "mos_share_below_threshold", "mos_backends", "num_mos_scored", "mos_cpu_s_per_utt",
-    "num_utts", "num_missing", "num_failed", "num_sim_failed", "num_mos_failed", "wall_s",
-)
 
 
 @dataclass
@@ -37,7 +30,7 @@ class BenchEval:
     _plan: Any = field(default=None, repr=False)
 
     @classmethod
-    def parse(cls, text: str, **kwargs) -> "BenchEval":
+    def parse(cls, text: str, **kwargs) -> BenchEval:
         """ValueError for an unknown metric."""
         from omnicli.evaluation.combined import parse_metrics
 
@@ -100,7 +93,7 @@ class BenchEval:
             profile_name=getattr(resolved_profile, "name", None), profile_digest=getattr(resolved_profile, "digest", None),
         )
         paths = write_eval_results(audio_dir / "eval", merge_rows(outcome), columns(outcome), summary)
-        figures = {"metrics": list(self.metrics), **{k: summary[k] for k in RESULT_KEYS if k in summary}}
+        figures = {"metrics": list(self.metrics), **{k: summary[k] for k in EVAL_RESULT_KEYS if k in summary}}
         figures["summary_file"] = str(paths["summary"])
         return figures
 

@@ -25,9 +25,10 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    progress_bar,
     resolve_profile,
 )
-from omnicli.commands.eval_wer import Device, Lang, _load_rows, _progress, print_summary
+from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_summary
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -146,7 +147,14 @@ def eval_command(
     from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, TranscriptsError, build_summary, default_spec, load_backend, read_transcripts
     from omnicli.evaluation.asr.base import resolve_torch_device
     from omnicli.evaluation.combined import (
-        EvalPlan, all_scored, build_eval_summary, columns, merge_rows, parse_metrics, run_eval, write_eval_results,
+        EvalPlan,
+        all_scored,
+        build_eval_summary,
+        columns,
+        merge_rows,
+        parse_metrics,
+        run_eval,
+        write_eval_results,
     )
     from omnicli.evaluation.scorers import ScorerError, ScorerSetupError, audio_summary, check_specs, load_scorers
     from omnicli.retention import Retainer
@@ -203,7 +211,7 @@ def eval_command(
     if asr_info:
         plan.retention_meta.update(asr_backend=asr_info["backend"], asr_model=asr_info["model"])
     try:
-        with _progress() as progress:
+        with progress_bar(err_console, failed_label="failed/missing") as progress:
             tasks = {}
 
             def advance(name: str, description: str):

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from omnicli import __version__
 from omnicli.atomic import write_json_atomic, write_text_atomic
+from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
 from omnicli.evaluation.scorers.base import Scorer
 
@@ -187,6 +188,7 @@ def write_eval_results(out_dir: str | os.PathLike, rows: Sequence[dict], cols: S
     out = Path(out_dir)
     tsv = "\t".join(cols) + "\n" + "".join("\t".join(_cell(row.get(c)) for c in cols) + "\n" for row in rows)
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
     return {
         "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
         "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),

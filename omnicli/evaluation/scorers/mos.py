@@ -11,8 +11,8 @@ Backends (`--mos BACKEND[:MODEL][,BACKEND...]`), all offline:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import soundfile as sf
 
 from omnicli.audio import AudioError, load_audio, resample, to_mono
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
-from omnicli.retention import LOW_MOS, LOW_SIM, Retainer
+from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,9 @@ def _judge(result: AudioResult, sim_threshold: float, mos_threshold: float) -> l
     reasons = []
     sim = result.values.get("sim")
     if sim is not None and sim < sim_threshold:
-        reasons.append(LOW_SIM)
+        reasons.append(Reason.LOW_SIM)
     if any(result.values.get(k) is not None and result.values[k] < mos_threshold for k in MOS_RETENTION_KEYS):
-        reasons.append(LOW_MOS)
+        reasons.append(Reason.LOW_MOS)
     return reasons
 
 
@@ -262,7 +262,7 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
             f"{metric}_cpu_s_per_utt": round(cpu / len(ok), 4) if ok else None,
             f"{metric}_wall_s_per_utt": round(wall / len(ok), 4) if ok else None,
         })
-    out["num_low_sim"] = sum(1 for r in run.results if LOW_SIM in r.reasons)
-    out["num_low_mos"] = sum(1 for r in run.results if LOW_MOS in r.reasons)
+    out["num_low_sim"] = sum(1 for r in run.results if Reason.LOW_SIM in r.reasons)
+    out["num_low_mos"] = sum(1 for r in run.results if Reason.LOW_MOS in r.reasons)
     return out
 
