@@ -100,6 +100,17 @@ def test_transcripts_all_scored_exit_0_and_mismatch_retained(workdir, tmp_path, 
     assert len(kept) == 1 and json.loads(kept[0].read_text())["utt"] == "s2"
 
 
+def test_tab_inside_a_tsv_hypothesis_is_kept_not_cut(workdir, tmp_path):
+    # Was: the text after the second tab was dropped silently, WER 87.4 instead of 0.0, exit 0.
+    transcripts = tmp_path / "hyp.tsv"
+    transcripts.write_text("s1\tglue the sheet\tto the dark blue background\n", encoding="utf-8")
+    result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(transcripts),
+                     "--out", str(tmp_path / "out")])
+    assert result.exit_code == EXIT_SOME_FAILED, result.output  # s2 and s3 have no transcript
+    summary = json.loads((tmp_path / "out" / "wer_summary.json").read_text())
+    assert summary["num_scored"] == 1 and summary["seed_wer_mean"] == 0.0
+
+
 def test_threshold_default_comes_from_profile(workdir, tmp_path):
     transcripts = tmp_path / "hyp.jsonl"
     transcripts.write_text(json.dumps({"utt": "s1", "hyp": "glue the sheet to the dark blue background"}) + "\n")
