@@ -51,6 +51,14 @@ class Manifest:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def limited(self, limit: int | None) -> "Manifest":
+        """The first `limit` valid rows and only the errors met before the cut:
+        a bad row after the last row taken is not part of the run."""
+        if limit is None or limit > len(self.rows):
+            return self
+        cut = self.rows[limit - 1].line_no if limit > 0 else 0
+        return Manifest(self.path, self.rows[:limit], [e for e in self.errors if e.line_no < cut])
+
 
 class ManifestError(ValueError):
     """The manifest as a whole cannot be read (missing file, directory, ...)."""

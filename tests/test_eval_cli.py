@@ -149,3 +149,15 @@ def test_bad_transcripts_file_is_usage_error(workdir, tmp_path):
     broken.write_text("{not json\n")
     result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(broken)])
     assert result.exit_code == EXIT_USAGE and "t.jsonl:1" in result.output
+
+
+def test_out_naming_a_file_is_refused_before_scoring(workdir, tmp_path):
+    # Was: the whole run (ASR included), then `cannot write results ...: [Errno 17] File exists`.
+    transcripts = tmp_path / "hyp.tsv"
+    transcripts.write_text("s1\tglue\n", encoding="utf-8")
+    (tmp_path / "taken").write_text("a file")
+    result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(transcripts),
+                     "--out", str(tmp_path / "taken")])
+    assert result.exit_code == EXIT_USAGE
+    assert f"--out {tmp_path / 'taken'}: not a folder" in " ".join(result.output.split())
+    assert "scoring" not in result.output

@@ -71,3 +71,37 @@ def test_an_unreadable_results_file_is_reported_not_a_traceback(tmp_path):
     (tmp_path / "out" / RESULTS).mkdir(parents=True)  # a folder where results.jsonl should be
     result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"))
     assert result.exit_code == 2 and "cannot read earlier results" in " ".join(result.output.split())
+
+
+def test_out_naming_a_file_is_refused_in_one_line(tmp_path):
+    # Was `error: [Errno 17] File exists`.
+    (tmp_path / "meta.lst").write_text("u1|||One.\n")
+    (tmp_path / "taken").write_text("a file")
+    for out, extra in ((tmp_path / "taken", ""), (tmp_path / "taken" / "sub", f" ({tmp_path / 'taken'} is a file)")):
+        result = synth(str(tmp_path / "meta.lst"), "--out", str(out))
+        assert result.exit_code == 2
+        assert f"error: --out {out}: not a folder{extra}; give a folder" in " ".join(result.output.split())
+
+
+def _done_row(out, row) -> dict:
+    sf.write(out / f"{row.utt}.wav", np.zeros(2400, np.float32), 24000)
+    return {"utt": row.utt, "status": "ok", "line": row.line_no, "audio_seconds": 0.1, "input_digest": input_digest(row)}
+
+
+def test_invalid_rows_after_the_limit_cut_are_not_part_of_the_run(tmp_path):
+    # Was: the bad row on line 3 was reported and made the exit code 1 although nothing ran.
+    manifest = tmp_path / "meta.lst"
+    manifest.write_text("bad-before\nu1|||One.\nbad-after\nu2|||Two.\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / RESULTS).write_text(json.dumps(_done_row(out, read_manifest(manifest).rows[0])) + "\n")
+    result = synth(str(manifest), "--out", str(out), "--limit", "1")
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1, output  # line 1 lies before the cut: still reported
+    assert f"{manifest}:1:" in output and f"{manifest}:3:" not in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_invalid_rows"] == 1 and summary["num_rows"] == 1
+    manifest.write_text("u1|||One.\nbad-after\n")
+    result = synth(str(manifest), "--out", str(out), "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert "bad-after" not in result.output and json.loads((out / "summary.json").read_text())["num_invalid_rows"] == 0

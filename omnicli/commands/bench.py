@@ -27,6 +27,7 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    require_folder,
     resolve_profile,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts
@@ -301,6 +302,8 @@ def bench(
         raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
+    require_folder(result_dir, "--result-dir")
+    require_folder(audio_out, "--audio-out")
     rate = math.inf if request_rate is None else request_rate
     levels = parse_concurrency(concurrency if concurrency is not None or request_rate is not None else "1")
     shapes = [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -47,3 +48,18 @@ def resolve_profile(profile: str | None, sets: list[str] | None):
     except ProfileError as exc:
         err_console.print(f"[red]profile error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+
+
+def require_folder(path: Path | None, option: str) -> None:
+    """Exit 2 with one line when an output folder option names a file (or lies
+    under one), before any work is done, instead of failing at the end with
+    `[Errno 17] File exists`."""
+    if path is None:
+        return
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "" if probe == Path(path) else f" ({probe} is a file)"
+        err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
+        raise typer.Exit(EXIT_USAGE)

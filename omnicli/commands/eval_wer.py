@@ -25,6 +25,7 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    require_folder,
     resolve_profile,
 )
 
@@ -190,6 +191,7 @@ def eval_wer(
     if transcripts is None and not gen_dir.is_dir():
         raise _usage_error(f"{gen_dir}: generated-audio folder not found")
     out_dir = out or gen_dir / "eval_wer"
+    require_folder(out_dir, "--out")
     retainer = Retainer.from_option(keep_failed)
 
     backend = cached = None

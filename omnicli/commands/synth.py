@@ -21,6 +21,7 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    require_folder,
     resolve_profile,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts
@@ -53,16 +54,18 @@ def synth(
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run
 
     resolved = resolve_profile(profile, set_)
+    require_folder(out, "--out")
     try:
         parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)
     except ManifestError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    for error in parsed.errors:
-        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
     if not parsed.rows and not parsed.errors:
         err_console.print(f"[red]error:[/red] {manifest}: no rows (expected {'JSON objects' if manifest.suffix in ('.jsonl', '.json') else 'utt|prompt_text|prompt_wav|text lines'})")
         raise typer.Exit(EXIT_USAGE)
+    parsed = parsed.limited(limit)  # rows (and bad rows) after the --limit cut are not part of this run
+    for error in parsed.errors:
+        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
     try:
         lock = OutputLock(out)
     except (OutputBusy, OSError) as exc:
