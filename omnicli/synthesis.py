@@ -169,7 +169,12 @@ def plan_run(
 
 def tidy_out_dir(out_dir: Path) -> int:
     """Removes temp files left by a killed run and rewrites results.jsonl with one row per
-    utterance (its latest). Call only while holding the OutputLock. Returns files removed."""
+    utterance (its latest). Call only while holding the OutputLock. Returns files removed.
+
+    A torn last line (a crash mid-write) is cut off first, in place: that needs no
+    free space, so the file is valid JSONL again even on a full disk. The rewrite
+    that follows (duplicates, damaged lines) raises OSError when it cannot be written.
+    """
     removed = 0
     if not out_dir.is_dir():
         return 0
@@ -179,10 +184,35 @@ def tidy_out_dir(out_dir: Path) -> int:
             removed += 1
     results = out_dir / RESULTS
     if results.exists():
+        cut_torn_tail(results)
         text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in last_results(out_dir).values())
-        if results.read_bytes() != text.encode("utf-8"):  # duplicates, a torn tail or damaged lines
+        if results.read_bytes() != text.encode("utf-8"):  # duplicates or damaged lines
             write_text_atomic(results, text)
     return removed
+
+
+def cut_torn_tail(path: Path) -> bool:
+    """Truncates `path` after its last newline; True when there was a torn line to cut."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return False
+        end = size
+        while end > 0:  # look back for the last newline, a block at a time
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            if block.endswith(b"\n") and end == size:
+                return False
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        f.truncate(end)
+        f.flush()
+        os.fsync(f.fileno())
+        return True
 
 
 class SynthRun:

@@ -66,3 +66,34 @@ def demo_copy(tmp_path: Path) -> Path:
     dest = tmp_path / "demo"
     shutil.copytree(DEMO_MANIFEST.parent, dest)
     return dest / "meta.lst"
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
+    without mocks. Needs permission to mount (root in the test container);
+    skipped elsewhere."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def fill_up(folder: Path, leave: int = 0) -> Path:
+    """Fills `folder`'s filesystem with one file until about `leave` bytes stay free."""
+    filler = folder / "filler.bin"
+    with open(filler, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(b"\0" * 4096)
+            except OSError:
+                break
+    if leave:
+        os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler

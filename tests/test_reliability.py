@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from omnicli.interrupts import StopSignals
 from omnicli.manifest import ManifestRow, read_manifest
 from omnicli.requests import InputError, request_from_row
 from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
+from tests.conftest import fill_up
 
 SR = 24_000
 
@@ -117,6 +119,50 @@ def test_tidy_removes_temp_files_and_keeps_one_row_per_utterance(tmp_path):
     before = (out / RESULTS).stat().st_mtime_ns
     tidy_out_dir(out)
     assert (out / RESULTS).stat().st_mtime_ns == before  # already tidy: not rewritten
+
+
+def test_results_rows_are_whole_or_absent_when_the_disk_fills(small_fs):
+    # Was: the line being written when the disk filled stayed cut off in results.jsonl.
+    from omnicli.atomic import JsonlAppender
+
+    row = {"utt": "u", "status": "ok", "error": "x" * 900}  # ~1 KB: some rows straddle a page
+    written = 0
+    with JsonlAppender(small_fs / RESULTS) as results:
+        results.append(row)
+        fill_up(small_fs, leave=6000)
+        with pytest.raises(OSError) as exc:
+            for _ in range(100):
+                results.append(row)
+                written += 1
+    assert exc.value.errno == errno.ENOSPC and written >= 1
+    data = (small_fs / RESULTS).read_bytes()
+    assert data.endswith(b"\n") and len(data.splitlines()) == written + 1
+    assert all(json.loads(line) == row for line in data.splitlines())
+
+
+def test_tidy_cuts_a_torn_last_line_even_on_a_full_disk(small_fs):
+    # Was: a re-run with nothing to do left the torn line, so every JSON reader of the file failed.
+    out = small_fs
+    (out / RESULTS).write_bytes(b'{"utt": "u0", "status": "ok"}\n{"utt": "u1", "sta')
+    fill_up(out)
+    tidy_out_dir(out)
+    assert (out / RESULTS).read_bytes() == b'{"utt": "u0", "status": "ok"}\n'
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    # Was: wavs, summary.json and retained files were created 0600 (mkstemp's mode).
+    from omnicli.atomic import JsonlAppender, write_json_atomic
+    from omnicli.audio import write_wav_atomic
+
+    old = os.umask(0o027)
+    try:
+        paths = [write_json_atomic(tmp_path / "summary.json", {}), write_wav_atomic(tmp_path / "u.wav", np.zeros(10, np.float32), SR)]
+        with JsonlAppender(tmp_path / RESULTS) as results:
+            results.append({"utt": "u"})
+        paths.append(tmp_path / RESULTS)
+    finally:
+        os.umask(old)
+    assert {oct(p.stat().st_mode & 0o777) for p in paths} == {oct(0o640)}
 
 
 def test_output_lock_is_exclusive_and_released(tmp_path):

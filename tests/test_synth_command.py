@@ -105,3 +105,19 @@ def test_invalid_rows_after_the_limit_cut_are_not_part_of_the_run(tmp_path):
     result = synth(str(manifest), "--out", str(out), "--limit", "1")
     assert result.exit_code == 0, result.output
     assert "bad-after" not in result.output and json.loads((out / "summary.json").read_text())["num_invalid_rows"] == 0
+
+
+def test_a_kv_cache_larger_than_the_machine_fails_at_once_in_one_line(tmp_path):
+    # Was: accepted, then a 36-line vLLM traceback after the model had loaded (17 s).
+    from omnicli.engine.memory import GiB, check_kv_cache_fits, machine_memory_bytes
+
+    memory = machine_memory_bytes()
+    assert memory and memory > GiB
+    check_kv_cache_fits(1.0, "cpu")
+    check_kv_cache_fits(1e6, "cuda")  # a GPU's cache is sized by gpu_memory_utilization instead
+    (tmp_path / "meta.lst").write_text("u1|||One.\n")
+    result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"), "--set", "talker.kv_cache_space_gb=1000000")
+    output = " ".join(result.output.split())
+    assert result.exit_code == 3, output
+    assert f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory in all" in output
+    assert "Traceback" not in output and "engine ready" not in output
