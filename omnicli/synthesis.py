@@ -386,6 +386,7 @@ def build_summary(
     limit: int | None = None,
     interrupted: bool = False,
     engine_error: str | None = None,
+    output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
 ) -> dict:
@@ -408,6 +409,7 @@ def build_summary(
         "audio_seconds": round(sum(r.get("audio_seconds", 0.0) for r in ok), 3),
         "interrupted": interrupted,
         "engine_error": engine_error or (run.engine_error if run else None),
+        "output_error": output_error,  # OUT could not be written: the run stopped, the rest is pending
         "this_run": {
             "attempted": len(this_run),
             "ok": sum(r.status == "ok" for r in this_run),

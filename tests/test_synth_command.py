@@ -121,3 +121,40 @@ def test_a_kv_cache_larger_than_the_machine_fails_at_once_in_one_line(tmp_path):
     assert result.exit_code == 3, output
     assert f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory in all" in output
     assert "Traceback" not in output and "engine ready" not in output
+
+
+def _torn_out(tmp_path):
+    """OUT after a crash mid-write: 2 finished rows, a cut-off third, a stale summary."""
+    manifest = tmp_path / "meta.lst"
+    manifest.write_text("u1|||One.\nu2|||Two.\n")
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    rows = [_done_row(out, row) for row in read_manifest(manifest).rows]
+    (out / RESULTS).write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows) + b'{"utt": "u3", "stat')
+    (out / "summary.json").write_text(json.dumps({"num_ok": 0, "stale": True}))
+    return manifest, out
+
+
+def test_resume_with_nothing_to_do_repairs_a_torn_results_file_and_the_summary(tmp_path):
+    # Was: the torn line stayed (every JSON reader of the file failed) next to a stale summary.
+    manifest, out = _torn_out(tmp_path)
+    result = synth(str(manifest), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    lines = (out / RESULTS).read_text().splitlines()
+    assert [json.loads(line)["utt"] for line in lines] == ["u1", "u2"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_ok"] == 2 and "stale" not in summary and summary["output_error"] is None
+
+
+def test_a_summary_that_cannot_be_written_is_removed_not_left_stale(tmp_path, small_fs):
+    from tests.conftest import fill_up
+
+    manifest, out = _torn_out(small_fs)
+    fill_up(small_fs)
+    result = synth(str(manifest), "--out", str(out))
+    output = " ".join(result.output.split())
+    assert result.exit_code == 4, output
+    assert f"error: cannot write to {out}: [Errno 28] No space left on device" in output
+    assert "0 utterance(s) left pending (not failed)" in output
+    assert not (out / "summary.json").exists()
+    assert [json.loads(line)["utt"] for line in (out / RESULTS).read_text().splitlines()] == ["u1", "u2"]

@@ -13,11 +13,13 @@ err_console = Console(stderr=True)
 
 # Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
 # 2 bad usage or input (typer's own), 3 the engine could not start or died,
-# 130 interrupted by Ctrl-C / SIGTERM.
+# 4 the output folder could not be written (disk full, I/O error): stopped,
+# unfinished work left pending, 130 interrupted by Ctrl-C / SIGTERM / SIGHUP.
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENGINE = 3
+EXIT_OUTPUT_IO = 4
 EXIT_INTERRUPTED = 130
 
 ProfileOption = Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,6 +16,7 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
@@ -47,11 +49,13 @@ def synth(
     SIGTERM stops admitting rows, lets requests in flight finish for a few
     seconds, writes the summary and shuts the engine down; a second Ctrl-C
     exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
-    invalid, 2 bad usage or input, 3 the engine failed, 130 interrupted.
+    invalid, 2 bad usage or input, 3 the engine failed, 4 the output folder
+    could not be written (disk full: unfinished rows stay pending), 130
+    interrupted.
     """
     from omnicli.manifest import ManifestError, read_manifest
     from omnicli.retention import Retainer
-    from omnicli.synthesis import OutputBusy, OutputLock, plan_run
+    from omnicli.synthesis import OutputBusy, OutputLock, plan_run, tidy_out_dir
 
     resolved = resolve_profile(profile, set_)
     require_folder(out, "--out")
@@ -89,15 +93,22 @@ def synth(
     session = _Session(parsed, out, resolved, limit, retainer)
     with lock, session.signals():
         try:
+            tidy_out_dir(out)  # even with nothing to do: a torn last line left by a crash is cut off
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
-            session.phase = "done"
-            summary = session.write_summary()
-        except OSError as exc:  # OUT itself became unwritable (disk full, removed): nothing more can be recorded
-            err_console.print(f"[red]error:[/red] cannot write to {out}: {exc}")
-            raise typer.Exit(EXIT_SOME_FAILED) from None
+        except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
+            session.output_error = f"cannot write to {out}: {exc}"
+        session.phase = "done"
+        summary = session.write_summary()
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")
+    if session.output_error:
+        err_console.print(f"[red]error:[/red] {session.output_error}", highlight=False)
+        err_console.print(
+            f"stopped: {summary['num_pending']} utterance(s) left pending (not failed); "
+            "free space or fix the folder, then run the same command again to finish them", highlight=False
+        )
+        raise typer.Exit(EXIT_OUTPUT_IO)
     if session.interrupted:
         err_console.print("[yellow]interrupted[/yellow]: finished work is kept; run the same command again to resume")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -130,6 +141,7 @@ class _Session(EngineRunInterrupts):
         self.retainer = retainer
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.engine_error: str | None = None
+        self.output_error: str | None = None  # OUT could not be written: the run stopped
         self.run_obj = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -190,11 +202,13 @@ class _Session(EngineRunInterrupts):
                 await engine.close()
 
     def write_summary(self, locked: bool = False) -> dict:
-        from omnicli.synthesis import build_summary, write_summary
+        from omnicli.synthesis import SUMMARY, build_summary, write_summary
 
         if not locked:
             with self.save_lock:
                 return self.write_summary(locked=True)
+        if self.run_obj is not None and self.output_error is None:
+            self.output_error = getattr(self.run_obj, "output_error", None)
         summary = build_summary(
             self.manifest,
             self.out,
@@ -203,11 +217,19 @@ class _Session(EngineRunInterrupts):
             limit=self.limit,
             interrupted=self.interrupted,
             engine_error=self.engine_error,
+            output_error=self.output_error,
             retainer=self.retainer,
             started_at=self.started_at,
         )
-        self.out.mkdir(parents=True, exist_ok=True)
-        write_summary(self.out, summary)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            write_summary(self.out, summary)
+        except OSError as exc:
+            # An old summary.json would contradict results.jsonl: better none (a re-run rebuilds it).
+            with contextlib.suppress(OSError):
+                (self.out / SUMMARY).unlink(missing_ok=True)
+            self.output_error = self.output_error or f"cannot write to {self.out}: {exc}"
+            summary["output_error"] = self.output_error
         return summary
 
 
