@@ -8,13 +8,16 @@ one killed with SIGKILL, never leaves a torn wav or line.
 
 A request that fails is recorded as failed; when the engine itself fails
 (a stage died or stopped responding) the requests it took down are left
-pending instead, so that a resume retries them.
+pending instead, so that a resume retries them. The same holds when OUT
+cannot be written (disk full, I/O error): that is not a property of the
+utterance, so the run stops admitting rows and leaves the rest pending.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -76,6 +79,16 @@ class SynthPlan:
     failed_before: list[str]  # utts that failed earlier and are not retried
     changed: list[str] = field(default_factory=list)  # finished earlier from a different input: redone
     other_profiles: set[str] = field(default_factory=set)  # digests of earlier rows made with another profile
+
+
+# OSErrors that belong to one output file's name rather than to the folder or its disk.
+_ONE_FILE_ERRNOS = frozenset({errno.EISDIR, errno.ENAMETOOLONG})
+
+
+def is_output_fault(exc: OSError) -> bool:
+    """True when writing into OUT failed for a reason every later write shares (disk
+    full, quota, read-only, I/O error, folder gone), not one file's own problem."""
+    return exc.errno not in _ONE_FILE_ERRNOS
 
 
 class OutputBusy(RuntimeError):
@@ -221,7 +234,8 @@ class SynthRun:
     `stop` (an asyncio.Event; set it on the run's loop) stops admitting rows;
     requests in flight then get `grace_s` to finish before they are
     cancelled and left pending. When the engine fails as a whole, the run
-    stops at once and `engine_error` says why.
+    stops at once and `engine_error` says why; when OUT cannot be written,
+    likewise with `output_error`.
     """
 
     def __init__(
@@ -245,9 +259,10 @@ class SynthRun:
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
         self.results: list[UttResult] = []
         self.engine_error: str | None = None
-        self.left_pending: list[str] = []  # in flight when stopped, or taken down by an engine failure
+        self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
+        self.left_pending: list[str] = []  # in flight when stopped, or taken down by an engine or output failure
         self.wall_seconds = 0.0
-        self._engine_failed = asyncio.Event()
+        self._engine_failed = asyncio.Event()  # set for an output failure too: both end the run at once
 
     async def run(self, rows: list[ManifestRow]) -> list[UttResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +281,12 @@ class SynthRun:
                     if result is None:  # the engine failed under it: left pending
                         self.left_pending.append(row.utt)
                         continue
-                    results.append(asdict(result))  # after the wav is in place
+                    try:
+                        results.append(asdict(result))  # after the wav is in place; whole or not at all
+                    except OSError as exc:
+                        self._output_failed(f"cannot write {self.out_dir / RESULTS}: {exc}")
+                        self.left_pending.append(row.utt)
+                        continue
                     self.results.append(result)
                     self.on_result(result)
 
@@ -324,12 +344,14 @@ class SynthRun:
             error, info = exc.reason, exc.info
         except Exception as exc:  # noqa: BLE001 - any stage's fault ends this row, not the batch
             error = f"{type(exc).__name__}: {exc}"
+        if error is not None and self.stop.is_set():
+            # Failed while we shut down (a terminal's Ctrl-C or hang-up also reaches vLLM's
+            # process, which aborts or dies): the user's stop, not an engine error; retry on resume.
+            return None
         if error is not None and (fault := self.engine.fault()) is not None:
             self.engine_error = fault
             self._engine_failed.set()
             return None
-        if error is not None and self.stop.is_set():
-            return None  # failed while we shut down (a Ctrl-C also reaches vLLM's process): retry on resume
         pcm = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         sr = self.engine.sample_rate
         result.audio_seconds = len(pcm) / sr
@@ -347,6 +369,9 @@ class SynthRun:
                 write_wav_atomic(self.out_dir / f"{row.utt}.wav", pcm, sr)
                 result.status, result.wav = "ok", f"{row.utt}.wav"
             except OSError as exc:
+                if is_output_fault(exc):  # the next row would fail the same way: stop, leave it pending
+                    self._output_failed(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}")
+                    return None
                 error = f"could not write {self.out_dir / (row.utt + '.wav')}: {exc}"
         result.error = error
         if self.retainer is not None and result.flags:
@@ -357,6 +382,11 @@ class SynthRun:
                 result.retention_error = self.retainer.error_messages[-1]
         result.finished_at = _now()
         return result
+
+    def _output_failed(self, message: str) -> None:
+        if self.output_error is None:
+            self.output_error = message
+        self._engine_failed.set()  # stop admitting rows; requests in flight are cancelled and left pending
 
     def _retention_meta(self, row: ManifestRow, result: UttResult) -> dict:
         return {
@@ -408,7 +438,9 @@ def build_summary(
         "num_pending": len(rows) - len(ok) - len(failed),
         "audio_seconds": round(sum(r.get("audio_seconds", 0.0) for r in ok), 3),
         "interrupted": interrupted,
-        "engine_error": engine_error or (run.engine_error if run else None),
+        # A stop the user asked for is not an engine error, though it may look like one
+        # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
+        "engine_error": None if interrupted else engine_error or (run.engine_error if run else None),
         "output_error": output_error,  # OUT could not be written: the run stopped, the rest is pending
         "this_run": {
             "attempted": len(this_run),
