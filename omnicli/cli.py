@@ -6,6 +6,11 @@ import typer
 
 from omnicli import __version__
 from omnicli.commands import bench, eval_wer, models, profiles, synth
+from omnicli.quiet import quiet_vllm
+
+# Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
+# process (spawned) re-imports the command's main module, not main().
+quiet_vllm()
 
 app = typer.Typer(
     name="omni",

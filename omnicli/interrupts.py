@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable, Iterable
 
 Callback = Callable[[signal.Signals], None]
-STOP_GRACE_S = 5.0  # after a first Ctrl-C, requests in flight may finish for this long
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -48,7 +47,7 @@ class StopSignals:
     def count(self) -> int:
         return len(self.received)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._pipe = (r, w)

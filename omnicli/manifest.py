@@ -51,7 +51,7 @@ class Manifest:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def limited(self, limit: int | None) -> "Manifest":
+    def limited(self, limit: int | None) -> Manifest:
         """The first `limit` valid rows and only the errors met before the cut:
         a bad row after the last row taken is not part of the run."""
         if limit is None or limit > len(self.rows):
@@ -157,7 +157,7 @@ def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False, ch
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             def bad(reason: str, utt: str | None = None) -> None:
-                manifest.errors.append(RowError(path, line_no, reason, utt))
+                manifest.errors.append(RowError(path, line_no, reason, utt))  # noqa: B023 (called within this iteration)
 
             try:
                 line = raw.decode("utf-8")

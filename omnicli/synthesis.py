@@ -23,24 +23,20 @@ import hashlib
 import json
 import os
 import re
-import time
 import zlib
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import soundfile as sf
 
 from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
 from omnicli.audio import write_wav_atomic
-from omnicli.engine import Engine, RequestFailed
-from omnicli.interrupts import STOP_GRACE_S  # shared with omni bench
+from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
+from omnicli.driver.inputs import request_from_row
 from omnicli.manifest import Manifest, ManifestRow
-from omnicli.requests import InputError, request_from_row
-from omnicli.retention import Retainer, judge_audio
+from omnicli.retention import Retainer, judge_audio, request_meta
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
@@ -91,6 +87,10 @@ def is_output_fault(exc: OSError) -> bool:
     return exc.errno not in _ONE_FILE_ERRNOS
 
 
+class OutputUnwritable(OSError):
+    """OUT cannot be written (disk full, I/O error): the run stops, the rest stays pending."""
+
+
 class OutputBusy(RuntimeError):
     """Another run is writing into the same output folder."""
 
@@ -112,7 +112,7 @@ class OutputLock:
             fcntl.flock(self._f, fcntl.LOCK_UN)
             self._f.close()
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -229,18 +229,22 @@ def cut_torn_tail(path: Path) -> bool:
 
 
 class SynthRun:
-    """Synthesizes planned rows with `concurrency` requests in flight.
+    """Synthesizes planned rows with `concurrency` requests in flight: plan -> drive -> sink.
 
-    `stop` (an asyncio.Event; set it on the run's loop) stops admitting rows;
-    requests in flight then get `grace_s` to finish before they are
+    The request driver (`omnicli.driver.drive`) runs the rows through the
+    engine; each record it yields is sunk here: judged, written atomically
+    as OUT/<utt>.wav, retained when suspect, and appended to results.jsonl.
+    `stop` (an asyncio.Event; set it on the run's loop) stops admitting
+    rows; requests in flight then get `grace_s` to finish before they are
     cancelled and left pending. When the engine fails as a whole, the run
-    stops at once and `engine_error` says why; when OUT cannot be written,
-    likewise with `output_error`.
+    stops at once and `engine_error` says why. When OUT cannot be written
+    (disk full, I/O error), `output_error` says so and the run stops like
+    on `stop`; the row that hit it, and every row not written, stays pending.
     """
 
     def __init__(
         self,
-        engine: Engine,
+        engine,
         out_dir: Path,
         *,
         concurrency: int = 8,
@@ -254,111 +258,83 @@ class SynthRun:
         self.concurrency = max(1, concurrency)
         self.max_new_tokens = max_new_tokens
         self.retainer = retainer
-        self.on_result = on_result or (lambda r: None)
+        self.on_result = on_result or (lambda _result: None)
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
         self.results: list[UttResult] = []
         self.engine_error: str | None = None
         self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
-        self.left_pending: list[str] = []  # in flight when stopped, or taken down by an engine or output failure
+        self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
-        self._engine_failed = asyncio.Event()  # set for an output failure too: both end the run at once
+        self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
 
     async def run(self, rows: list[ManifestRow]) -> list[UttResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tidy_out_dir(self.out_dir)
-        queue = deque(rows)
-        in_flight: set[str] = set()
-        t0 = time.perf_counter()
-        with JsonlAppender(self.out_dir / RESULTS) as results:
+        try:
+            with JsonlAppender(self.out_dir / RESULTS) as results:
 
-            async def worker() -> None:
-                while queue and not self.stop.is_set() and not self._engine_failed.is_set():
-                    row = queue.popleft()
-                    in_flight.add(row.utt)
-                    result = await self._one(row)
-                    in_flight.discard(row.utt)
-                    if result is None:  # the engine failed under it: left pending
-                        self.left_pending.append(row.utt)
-                        continue
-                    try:
-                        results.append(asdict(result))  # after the wav is in place; whole or not at all
-                    except OSError as exc:
-                        self._output_failed(f"cannot write {self.out_dir / RESULTS}: {exc}")
-                        self.left_pending.append(row.utt)
-                        continue
-                    self.results.append(result)
-                    self.on_result(result)
+                def sink(record: RequestRecord) -> None:
+                    if self.output_error is None:
+                        try:
+                            result = self._finish(record)
+                            results.append(asdict(result))  # after the wav is in place; whole or absent
+                        except OSError as exc:  # not this utterance's fault: stop, leave it pending
+                            self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
+                        else:
+                            self.results.append(result)
+                            self.on_result(result)
+                            return
+                    self._unwritten.append(record.utt)
 
-            workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(rows)) or 1)]
-            all_done = asyncio.gather(*workers)
-            stopped = asyncio.create_task(self.stop.wait())
-            failed = asyncio.create_task(self._engine_failed.wait())
-            try:
-                await asyncio.wait([all_done, stopped, failed], return_when=asyncio.FIRST_COMPLETED)
-                if not all_done.done() and not failed.done():
-                    # Stopping: nothing new starts; what is in flight may finish for a while.
-                    await asyncio.wait([all_done, failed], timeout=self.grace_s, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopped, failed, *workers):
-                    task.cancel()
-                outcomes = await asyncio.gather(*workers, return_exceptions=True)
-                if all_done.done() and not all_done.cancelled():
-                    all_done.exception()  # retrieved here; raised below
-                self.left_pending.extend(sorted(in_flight))
-                self.wall_seconds = time.perf_counter() - t0
-        tidy_out_dir(self.out_dir)
-        for outcome in outcomes:  # e.g. results.jsonl could not be written: nothing can be recorded
-            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-                raise outcome
+                driven = await drive(
+                    self.engine, [self._prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
+                    keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
+                )
+        finally:
+            tidy_out_dir(self.out_dir)
+        self.engine_error = driven.engine_error
+        self.left_pending = driven.left_pending + self._unwritten
+        self.wall_seconds = driven.wall_seconds
         return self.results
 
-    async def _one(self, row: ManifestRow) -> UttResult | None:
-        """Synthesizes one row; None when the engine failed as a whole (not this row's fault)."""
+    def _output_failed(self, message: str) -> None:
+        self.output_error = message
+        self.stop.set()  # nothing new is submitted; requests in flight are not written
+
+    def _prompt(self, row: ManifestRow) -> Prompt:
+        seed = utterance_seed(self.engine.profile.seed, row.utt)
+        return Prompt(
+            row.utt,
+            reference=str(row.prompt_wav) if row.prompt_wav else None,
+            load=lambda: request_from_row(row, max_new_tokens=self.max_new_tokens, seed=seed),
+            text=row.text,
+            item=row,
+        )
+
+    def _finish(self, record: RequestRecord) -> UttResult:
+        """One finished request -> its wav (when ok), retained audio (when suspect) and results row."""
+        row: ManifestRow = record.prompt.item
         result = UttResult(
             utt=row.utt,
             status="failed",
             line=row.line_no,
             input_digest=input_digest(row),
             profile_digest=self.engine.resolved.digest,
+            error=record.error,
         )
-        seed = utterance_seed(self.engine.profile.seed, row.utt)
-        try:
-            request = request_from_row(row, max_new_tokens=self.max_new_tokens, seed=seed)
-        except InputError as exc:
-            result.error = str(exc)
+        if record.rejected:  # its input never became a request: nothing to judge or keep
             result.finished_at = _now()
             return result
-        pieces: list[np.ndarray] = []
-        st = time.perf_counter()
-        error: str | None = None
-        info = None
-        try:
-            async for chunk in self.engine.generate(request):
-                if chunk.num_samples and result.ttfp_s is None:
-                    result.ttfp_s = chunk.t - st
-                pieces.append(chunk.pcm)
-                result.e2el_s = chunk.t - st
-                info = chunk.info or info
-        except RequestFailed as exc:
-            error, info = exc.reason, exc.info
-        except Exception as exc:  # noqa: BLE001 - any stage's fault ends this row, not the batch
-            error = f"{type(exc).__name__}: {exc}"
-        if error is not None and self.stop.is_set():
-            # Failed while we shut down (a terminal's Ctrl-C or hang-up also reaches vLLM's
-            # process, which aborts or dies): the user's stop, not an engine error; retry on resume.
-            return None
-        if error is not None and (fault := self.engine.fault()) is not None:
-            self.engine_error = fault
-            self._engine_failed.set()
-            return None
-        pcm = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-        sr = self.engine.sample_rate
+        pcm, sr = record.pcm, record.sample_rate
         result.audio_seconds = len(pcm) / sr
-        if info is not None:
-            result.finish_reason, result.ref_cache = info.finish_reason, info.ref_cache
+        result.ttfp_s = record.audio_ttfp
+        result.e2el_s = record.chunk_times[-1] - record.start if record.chunk_times else None
+        if record.info is not None:
+            result.finish_reason, result.ref_cache = record.info.finish_reason, record.info.ref_cache
         if result.e2el_s and result.audio_seconds:
             result.rtf = result.e2el_s / result.audio_seconds
+        error = record.error
         result.flags = judge_audio(
             pcm, sr, text=row.text, finish_reason=None if error else result.finish_reason, error=error, thresholds=self.engine.profile.retention
         )
@@ -369,42 +345,22 @@ class SynthRun:
                 write_wav_atomic(self.out_dir / f"{row.utt}.wav", pcm, sr)
                 result.status, result.wav = "ok", f"{row.utt}.wav"
             except OSError as exc:
-                if is_output_fault(exc):  # the next row would fail the same way: stop, leave it pending
-                    self._output_failed(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}")
-                    return None
+                if is_output_fault(exc):  # every later row would fail the same way
+                    raise OutputUnwritable(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}") from exc
                 error = f"could not write {self.out_dir / (row.utt + '.wav')}: {exc}"
         result.error = error
         if self.retainer is not None and result.flags:
             errors_before = self.retainer.errors
-            kept = self.retainer.keep(pcm, sr, result.flags, self._retention_meta(row, result))
+            meta = request_meta(
+                record, command="synth", profile_digest=self.engine.resolved.digest,
+                output_wav=self.out_dir / result.wav if result.wav else None, status=result.status, error=result.error,
+            )
+            kept = self.retainer.keep(pcm, sr, result.flags, meta)
             result.retained = str(kept) if kept else None
             if self.retainer.errors > errors_before:
                 result.retention_error = self.retainer.error_messages[-1]
         result.finished_at = _now()
         return result
-
-    def _output_failed(self, message: str) -> None:
-        if self.output_error is None:
-            self.output_error = message
-        self._engine_failed.set()  # stop admitting rows; requests in flight are cancelled and left pending
-
-    def _retention_meta(self, row: ManifestRow, result: UttResult) -> dict:
-        return {
-            "utt": row.utt,
-            "source": row.where,
-            "text": row.text,
-            "expected_text": row.text,
-            "transcript": None,  # synth has no ASR; eval-wer fills it
-            "reference_wav": str(row.prompt_wav) if row.prompt_wav else None,
-            "reference_text": row.prompt_text,
-            "error": result.error,
-            "status": result.status,
-            "finish_reason": result.finish_reason,
-            "timings": {"ttfp_s": result.ttfp_s, "e2el_s": result.e2el_s, "audio_seconds": result.audio_seconds, "rtf": result.rtf},
-            "output_wav": str(self.out_dir / result.wav) if result.wav else None,
-            "profile_digest": self.engine.resolved.digest,
-            "command": "synth",
-        }
 
 
 def build_summary(

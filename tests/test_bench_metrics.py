@@ -5,10 +5,6 @@ import math
 import pytest
 
 from omnicli.benchmark.metrics import (
-    RequestRecord,
-    audio_rtf,
-    audio_ttfp,
-    audio_underrun,
     detailed_lists,
     distribution,
     parse_percentiles,
@@ -16,6 +12,7 @@ from omnicli.benchmark.metrics import (
     round_duration,
     summarize,
 )
+from omnicli.driver.records import RequestRecord, audio_rtf, audio_ttfp, audio_underrun
 
 SR = 1000  # 1 sample = 1 ms keeps the arithmetic readable
 

@@ -8,13 +8,12 @@ import pytest
 import soundfile as sf
 from rich.console import Console
 
-from omnicli.benchmark.loadgen import LoadShape
-from omnicli.benchmark.metrics import RequestRecord, detailed_lists
+from omnicli.benchmark.metrics import detailed_lists
 from omnicli.benchmark.outputs import RoundOutputs
 from omnicli.benchmark.plot import plot_results
 from omnicli.benchmark.report import build_document, build_run, compare_runs, comparison_tables, results_table
-from omnicli.benchmark.runner import RoundResult
-from omnicli.benchmark.session import PassResult, ProfileRun
+from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult
+from omnicli.driver import LoadShape, RequestRecord
 from omnicli.engine.request import EngineStats
 from omnicli.retention import Retainer
 

@@ -18,9 +18,9 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
+from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.interrupts import StopSignals
 from omnicli.manifest import ManifestRow, read_manifest
-from omnicli.requests import InputError, request_from_row
 from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
 from tests.conftest import fill_up
 
@@ -302,7 +302,7 @@ def assert_forced_exit(proc: subprocess.Popen, child: psutil.Process, tmp_path: 
     assert "leaked semaphore" not in stderr  # was printed by the resource tracker after the exit
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_ctrl_c_during_engine_start_up_exits_at_once_and_ends_the_engine(tmp_path, sig):
     # SIGHUP (ssh session closed) was not handled: exit 129, no summary. A start-up
     # that fails because the stop ended vLLM's engine core was recorded as an engine error.

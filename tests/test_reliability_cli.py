@@ -1,6 +1,6 @@
 """The real `omni synth` process under kill -9, Ctrl-C and a failing engine start-up.
 
-Each CLI run pays a full engine start-up, so the three runs are started
+Each CLI run pays a full engine start-up, so the runs are started
 together (one module fixture) and each test waits for its own. Every run
 carries a marker in its environment, which its children inherit: that is
 how "no process left behind" is checked, whatever the process tree became.
@@ -110,6 +110,17 @@ def sigint_scenario(run: CliRun) -> dict:
     return {"reached": reached, "rc": rc, "exit_s": exit_s, "left": wait_gone(run.marker, 15)}
 
 
+def sighup_scenario(run: CliRun) -> dict:
+    reached = run.wait_for_rows(1)
+    os.killpg(run.proc.pid, signal.SIGHUP)  # what a shell does to its jobs when the ssh session closes
+    try:
+        rc = run.proc.wait(90)
+    except subprocess.TimeoutExpired:
+        run.proc.kill()
+        rc = None
+    return {"reached": reached, "rc": rc, "left": wait_gone(run.marker, 15)}
+
+
 def startfail_scenario(run: CliRun) -> dict:
     try:
         rc = run.proc.wait(START_TIMEOUT_S)
@@ -125,11 +136,12 @@ def cli_runs(tmp_path_factory) -> dict[str, tuple[CliRun, Future]]:
     runs = {
         "kill9": CliRun(make_set(base / "kill9")),
         "sigint": CliRun(make_set(base / "sigint")),
+        "sighup": CliRun(make_set(base / "sighup")),
         # Too small a KV cache for max_model_len: vLLM's engine core fails after it has started.
         "startfail": CliRun(make_set(base / "startfail"), "--set", "talker.kv_cache_space_gb=0.001"),
     }
-    scenarios = {"kill9": kill9_scenario, "sigint": sigint_scenario, "startfail": startfail_scenario}
-    pool = ThreadPoolExecutor(max_workers=3)
+    scenarios = {"kill9": kill9_scenario, "sigint": sigint_scenario, "sighup": sighup_scenario, "startfail": startfail_scenario}
+    pool = ThreadPoolExecutor(max_workers=len(runs))
     futures = {name: pool.submit(scenarios[name], run) for name, run in runs.items()}
     yield {name: (runs[name], futures[name]) for name in runs}
     pool.shutdown(wait=True)
@@ -175,6 +187,7 @@ def test_ctrl_c_stops_writes_a_valid_summary_and_leaves_no_processes(cli_runs):
     assert not seen["left"], f"processes left after Ctrl-C: {seen['left']}"
     summary = json.loads((run.out / "summary.json").read_text())
     assert summary["interrupted"] is True
+    assert summary["engine_error"] is None  # vLLM aborting on the terminal's Ctrl-C is not an engine error
     assert summary["num_ok"] >= 1 and summary["num_failed"] == 0  # the interruption is not a failure
     assert summary["num_ok"] + summary["num_pending"] == ROWS
     rows = read_jsonl(run.out / RESULTS)
@@ -193,3 +206,18 @@ def test_engine_start_failure_exits_3_with_a_clear_message_and_no_processes(cli_
     assert not seen["left"], f"processes left after a failed start: {seen['left']}"
     summary = json.loads((run.out / "summary.json").read_text())
     assert "failed to start" in summary["engine_error"] and summary["num_pending"] == ROWS
+
+
+def test_sighup_is_a_stop_like_sigterm(cli_runs):
+    # Was: exit 129, no message, no summary, requests in flight dropped.
+    run, future = cli_runs["sighup"]
+    seen = future.result(timeout=START_TIMEOUT_S + 120)
+    output = run.output()
+    assert seen["reached"], output[-3000:]
+    assert seen["rc"] == 130, output[-3000:]
+    assert "SIGHUP" in output and "interrupted" in output
+    assert not seen["left"], f"processes left after SIGHUP: {seen['left']}"
+    summary = json.loads((run.out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["engine_error"] is None
+    assert summary["num_ok"] >= 1 and summary["num_failed"] == 0
+    assert summary["num_ok"] + summary["num_pending"] == ROWS

@@ -14,7 +14,8 @@ import math
 import os
 import platform
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rich.table import Table
 
@@ -22,21 +23,6 @@ from omnicli import __version__
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, detailed_lists, percentile_key, summarize
 from omnicli.benchmark.session import PassResult
 
-# Keys every run carries whatever happened (the schema test lists them too);
-# distribution keys are added per `--metric-percentiles`, see `distribution_keys`.
-RUN_KEYS = (
-    "omni_version", "started_at", "label", "profile_label", "profile_name", "profile", "profile_digest",
-    "model", "device", "sample_rate", "machine",
-    "max_concurrency", "request_rate", "burstiness", "seed", "num_prompts", "rounds",
-    "warmup_requests", "warmup_failed",
-    "duration", "round_durations", "completed", "failed", "num_nonempty_audio", "num_empty_audio",
-    "num_hit_cap", "num_ref_hot", "num_ref_cold", "total_audio_duration_s",
-    "request_throughput", "audio_throughput",
-    "talker_tokens", "talker_tokens_per_s", "codec_steps", "codec_frames", "mean_codec_batch_size",
-    "coalescing_waits", "coalescing_wait_ms", "codec_ring_headroom", "engine_stats",
-    "failures",
-)
-DETAILED_KEYS = ("start_times", "audio_ttfps", "e2els", "audio_durations", "errors", "utts")
 # Metrics an A/B comparison reports as ratios b/a (plus every distribution key).
 RATIO_KEYS = ("request_throughput", "audio_throughput", "talker_tokens_per_s", "mean_codec_batch_size")
 

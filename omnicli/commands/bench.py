@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -30,7 +31,7 @@ from omnicli.commands.common import (
     require_folder,
     resolve_profile,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -89,18 +90,18 @@ class _ProgressObserver(BenchObserver):
         self.warnings: list[str] = []
 
     def engine_starting(self, run) -> None:
-        self.interrupts.phase = "starting"
+        self.interrupts.phase = Phase.STARTING
         err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
 
     def engine_started(self, run, engine) -> None:
-        self.interrupts.phase = "running"
+        self.interrupts.phase = Phase.RUNNING
         err_console.print(
             f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
             f"{engine.sample_rate} Hz"
         )
 
     def engine_closing(self, run) -> None:
-        self.interrupts.phase = "closing"
+        self.interrupts.phase = Phase.CLOSING
 
     def phase_start(self, description: str, total: int) -> None:
         self.failed = 0
@@ -165,7 +166,7 @@ class _BenchInterrupts(EngineRunInterrupts):
     the engine's processes are ended, the completed passes written, exit 130.
     """
 
-    graceful_phases = ("running", "closing")
+    graceful_phases = (Phase.RUNNING, Phase.CLOSING)
     forced_note = "completed passes are kept"
 
     def __init__(self, session: BenchSession, report: _Report):
@@ -284,9 +285,9 @@ def bench(
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
     engine failed, 130 interrupted.
     """
-    from omnicli.benchmark.loadgen import LoadShape
     from omnicli.benchmark.metrics import parse_percentiles
     from omnicli.benchmark.session import BenchPlan
+    from omnicli.driver import LoadShape
 
     # --- options -> plan (usage errors exit 2) ---
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
@@ -352,7 +353,7 @@ def bench(
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
-            interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
+            interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
         # --- report whatever completed ---
         with interrupts.save_lock:
             code = _report(

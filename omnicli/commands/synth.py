@@ -26,7 +26,7 @@ from omnicli.commands.common import (
     require_folder,
     resolve_profile,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
 
 def synth(
@@ -45,8 +45,8 @@ def synth(
 
     Resumable: run it again with the same --out and finished utterances are
     skipped (--retry-failed redoes failed ones). A bad row is reported
-    (file:line: reason) and skipped; the rest of the batch goes on. Ctrl-C or
-    SIGTERM stops admitting rows, lets requests in flight finish for a few
+    (file:line: reason) and skipped; the rest of the batch goes on. Ctrl-C,
+    SIGTERM or SIGHUP stops admitting rows, lets requests in flight finish for a few
     seconds, writes the summary and shuts the engine down; a second Ctrl-C
     exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
     invalid, 2 bad usage or input, 3 the engine failed, 4 the output folder
@@ -97,7 +97,7 @@ def synth(
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
         except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
             session.output_error = f"cannot write to {out}: {exc}"
-        session.phase = "done"
+        session.phase = Phase.DONE
         summary = session.write_summary()
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
@@ -191,13 +191,13 @@ class _Session(EngineRunInterrupts):
                     progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
 
                 self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
-                self.phase = "running"
+                self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
                     self.run_obj.stop.set()
                 await self.run_obj.run(rows)
             self.engine_error = self.run_obj.engine_error
         finally:
-            self.phase = "closing"
+            self.phase = Phase.CLOSING
             if engine is not None:
                 await engine.close()
 

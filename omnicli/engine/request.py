@@ -3,7 +3,9 @@
 These types are the whole contract between the toolkit and the engine:
 the toolkit builds `TTSRequest`s, iterates `AudioChunk`s and reads the
 `RequestInfo` carried by the last chunk. A failed request raises
-`RequestFailed` after yielding whatever audio was already delivered.
+`RequestFailed` after yielding whatever audio was already delivered; the
+other requests go on. `EngineDead` says the engine as a whole stopped
+(a stage died or hung, or it was closed): nothing more will come from it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,19 @@ class EngineError(RuntimeError):
     """The engine cannot start or has stopped working; no request can proceed."""
 
 
+class EngineDead(EngineError):
+    """The engine stopped while serving (a stage died or hung, or it was closed).
+
+    Raised by `generate` for every request in flight and every later one;
+    `reason` says why. A caller that gets it stops submitting: unlike
+    `RequestFailed`, it is not the fault of the request it was raised for.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class EngineStats:
     """Counters the stages keep for benchmarks (monotonic; diff two snapshots)."""
@@ -99,7 +114,7 @@ class EngineStats:
     ref_cold: int = 0
     extra: dict = field(default_factory=dict)
 
-    def minus(self, earlier: "EngineStats") -> "EngineStats":
+    def minus(self, earlier: EngineStats) -> EngineStats:
         out = EngineStats()
         for f in dataclasses.fields(self):
             if f.name != "extra":

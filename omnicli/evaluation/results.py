@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.wer import UttScore
