@@ -42,12 +42,15 @@ class StopSignals:
         self._old_wakeup = -1
         self._pipe: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
+        self._terminal_fds: list[int] = []
 
     @property
     def count(self) -> int:
         return len(self.received)
 
     def __enter__(self) -> StopSignals:
+        # Noted now: once the terminal has hung up, isatty() on it fails (EIO) like every write.
+        self._terminal_fds = [fd for fd in (1, 2) if _isatty(fd)]
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._pipe = (r, w)
@@ -85,27 +88,36 @@ class StopSignals:
                     continue
                 sig = signal.Signals(number)
                 if sig == signal.SIGHUP:
-                    _leave_hung_up_terminal()
+                    _leave_hung_up_terminal(self._terminal_fds)
                 self.received.append(sig)
                 callback = self.on_first if len(self.received) == 1 else self.on_force
-                callback(sig)
+                try:
+                    callback(sig)
+                except OSError:
+                    pass  # its message could not be written (a closed terminal): keep watching for the next signal
 
 
 def _ignore(signum, frame) -> None:
     pass
 
 
-def _leave_hung_up_terminal() -> None:
-    """Points stdout/stderr at /dev/null where they are a terminal (after SIGHUP it is gone)."""
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _leave_hung_up_terminal(fds: list[int]) -> None:
+    """Points `fds` (stdout/stderr that were a terminal) at /dev/null: after SIGHUP it is gone."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
     except OSError:
         return
     try:
-        for fd in (1, 2):
+        for fd in fds:
             with contextlib.suppress(OSError):
-                if os.isatty(fd):
-                    os.dup2(devnull, fd)
+                os.dup2(devnull, fd)
     finally:
         os.close(devnull)
 

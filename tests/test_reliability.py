@@ -275,6 +275,11 @@ with session.signals():
             print("ready", child.pid, flush=True)
             await session.run_obj.stop.wait()
             print("stopping", flush=True)
+            if mode == "graceful":  # the run winds down and the command writes its summary
+                session.write_summary()
+                print("interrupted", flush=True)
+                child.kill()
+                sys.exit(130 if session.interrupted else 0)
             await asyncio.sleep(300)  # a shutdown that hangs: only a second signal gets out
         asyncio.run(main())
 """
@@ -328,3 +333,33 @@ def test_second_ctrl_c_forces_exit_when_the_graceful_stop_hangs(tmp_path):
         for p in (proc, child):
             with contextlib.suppress(psutil.Error, OSError):
                 p.kill()
+
+
+def test_a_closed_terminal_stops_the_run_like_sigterm(tmp_path):
+    # The real hang-up: the command's terminal closes, the kernel sends SIGHUP and every
+    # later write to the terminal fails (EIO). Was: exit 129; then, with SIGHUP caught,
+    # the "stopping" message raised EIO on the signal thread before the stop was requested.
+    import pty
+
+    (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the stand-in session with the pty as its controlling terminal
+        os.execv(sys.executable, [sys.executable, "-c", SESSION_SCRIPT, "graceful", str(tmp_path)])
+    try:
+        seen = b""
+        deadline = time.monotonic() + 60
+        while not (b"ready" in seen and seen.endswith(b"\n")) and time.monotonic() < deadline:
+            seen += os.read(fd, 1024)  # the whole line: the session is then waiting for its stop
+        assert b"ready" in seen
+    finally:
+        os.close(fd)  # the terminal goes away
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the session did not stop after its terminal closed")
+    assert os.waitstatus_to_exitcode(done[1]) == 130
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["engine_error"] is None

@@ -149,8 +149,8 @@ class _Session(EngineRunInterrupts):
     def request_stop(self, sig) -> bool:
         if self._loop is None or self.run_obj is None:
             return False
+        self._loop.call_soon_threadsafe(self.run_obj.stop.set)  # first: the message may not get out (a closed terminal)
         err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
-        self._loop.call_soon_threadsafe(self.run_obj.stop.set)
         return True
 
     def save_partial(self) -> None:
