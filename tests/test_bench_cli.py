@@ -61,6 +61,14 @@ def test_bad_options_exit_2(no_engine, args, message):
     assert message in result.output
 
 
+@pytest.mark.parametrize("option", ["--result-dir", "--audio-out"])
+def test_output_folder_naming_a_file_exits_2_before_the_engine(no_engine, tmp_path, option):
+    (tmp_path / "taken").write_text("a file")
+    result = runner.invoke(app, ["bench", option, str(tmp_path / "taken")])
+    assert result.exit_code == 2, result.output
+    assert f"{option} {tmp_path / 'taken'}: not a folder" in " ".join(result.output.split())
+
+
 def test_bad_manifest_rows_are_listed_and_exit_2(no_engine, tmp_path):
     path = write_manifest(tmp_path, ["Fine text."])
     with open(path, "a") as f:

@@ -31,7 +31,7 @@ from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
 pytestmark = pytest.mark.engine
 
 ROWS = 8
-START_TIMEOUT_S = 300  # engine start-up on a loaded 2-core machine, three at once
+START_TIMEOUT_S = 300  # engine start-up on a loaded 2-core machine, four at once
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
