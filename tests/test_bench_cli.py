@@ -299,8 +299,9 @@ def test_first_ctrl_c_finishes_in_flight_requests_reports_completed_passes_and_e
         doc = bench.result()
         assert doc["interrupted"] is True and doc["unfinished"] == "default c2"
         assert [(r["label"], r["completed"]) for r in doc["runs"]] == [("default/c1", 8)]
-        if to_group:  # the engine's own abort is noted, the exit code stays 130
-            assert "aborted its requests" in doc["engine_error"]
+        # Even when the terminal's Ctrl-C made the engine abort its requests: a stop the
+        # user asked for is not an engine error (was: "... aborted its requests").
+        assert doc["engine_error"] is None
 
 
 def test_second_signal_forces_exit_ends_the_engine_process_and_keeps_completed_passes(tmp_path):

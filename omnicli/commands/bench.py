@@ -358,7 +358,8 @@ def bench(
         with interrupts.save_lock:
             code = _report(
                 session.results, report, interrupted=interrupts.interrupted, unfinished=session.unfinished,
-                engine_error=None if error is None else str(error),
+                # a stop the user asked for is not an engine error (a terminal's Ctrl-C makes vLLM abort)
+                engine_error=None if error is None or interrupts.interrupted else str(error),
             )
     interrupted = interrupts.interrupted
     if outputs.audio_dir is not None:
