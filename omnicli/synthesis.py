@@ -20,52 +20,31 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
-import json
 import os
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import soundfile as sf
+from pydantic import ValidationError
 
 from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
 from omnicli.audio import write_wav_atomic
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
 from omnicli.driver.inputs import request_from_row
+from omnicli.engine.request import EngineLike
 from omnicli.manifest import Manifest, ManifestRow
 from omnicli.retention import Retainer, judge_audio, request_meta
+from omnicli.synth_results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".omni-synth.lock"
 # omnicli.atomic's temp files (mkstemp: ".<name>.<8 random chars>.tmp") for the files synth writes.
 _OUR_TEMP_FILE = re.compile(r"^\.(.+\.wav|results\.jsonl|summary\.json)\.[a-z0-9_]{8}\.tmp$")
-
-
-@dataclass
-class UttResult:
-    """One row of results.jsonl."""
-
-    utt: str
-    status: str  # "ok" or "failed"
-    line: int
-    wav: str | None = None
-    audio_seconds: float = 0.0
-    ttfp_s: float | None = None  # first audio - submission
-    e2el_s: float | None = None  # last audio - submission
-    rtf: float | None = None
-    finish_reason: str | None = None
-    ref_cache: str | None = None
-    flags: list[str] = field(default_factory=list)  # suspect-audio reasons (see retention)
-    error: str | None = None
-    retained: str | None = None
-    retention_error: str | None = None
-    input_digest: str = ""  # what was synthesized; a changed manifest row is redone
-    profile_digest: str = ""
-    finished_at: str = ""
 
 
 @dataclass
@@ -137,9 +116,16 @@ def input_digest(row: ManifestRow) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-def last_results(out_dir: Path) -> dict[str, dict]:
-    """The latest results row of each utterance (later rows win)."""
-    return {row["utt"]: row for row in read_jsonl(out_dir / RESULTS) if isinstance(row.get("utt"), str)}
+def last_results(out_dir: Path) -> dict[str, SynthResult]:
+    """The latest results row of each utterance (later rows win); rows that do not validate are skipped."""
+    latest: dict[str, SynthResult] = {}
+    for raw in read_jsonl(out_dir / RESULTS):
+        try:
+            row = SynthResult.model_validate(raw)
+        except ValidationError:
+            continue  # damaged by hand or by another tool: that utterance is redone
+        latest[row.utt] = row
+    return latest
 
 
 def wav_matches(path: Path, audio_seconds: float | None) -> bool:
@@ -166,17 +152,17 @@ def plan_run(
     plan = SynthPlan([], [], [])
     for row in rows:
         prev = previous.get(row.utt)
-        if prev and prev.get("input_digest") not in (None, "", input_digest(row)):
+        if prev and prev.input_digest not in ("", input_digest(row)):
             plan.changed.append(row.utt)
             plan.todo.append(row)
-        elif prev and prev.get("status") == "ok" and wav_matches(out_dir / f"{row.utt}.wav", prev.get("audio_seconds")):
+        elif prev and prev.status == Status.OK and wav_matches(out_dir / f"{row.utt}.wav", prev.audio_seconds):
             plan.done.append(row.utt)
-        elif prev and prev.get("status") == "failed" and not retry_failed:
+        elif prev and prev.status == Status.FAILED and not retry_failed:
             plan.failed_before.append(row.utt)
         else:
             plan.todo.append(row)
-        if prev and profile_digest and prev.get("profile_digest") not in (None, "", profile_digest):
-            plan.other_profiles.add(prev["profile_digest"])
+        if prev and profile_digest and prev.profile_digest not in ("", profile_digest):
+            plan.other_profiles.add(prev.profile_digest)
     return plan
 
 
@@ -198,7 +184,7 @@ def tidy_out_dir(out_dir: Path) -> int:
     results = out_dir / RESULTS
     if results.exists():
         cut_torn_tail(results)
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in last_results(out_dir).values())
+        text = "".join(r.to_line() + "\n" for r in last_results(out_dir).values())
         if results.read_bytes() != text.encode("utf-8"):  # duplicates or damaged lines
             write_text_atomic(results, text)
     return removed
@@ -244,16 +230,18 @@ class SynthRun:
 
     def __init__(
         self,
-        engine,
+        engine: EngineLike,
         out_dir: Path,
         *,
+        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
         concurrency: int = 8,
         max_new_tokens: int | None = None,
         retainer: Retainer | None = None,
-        on_result: Callable[[UttResult], None] | None = None,
+        on_result: Callable[[SynthResult], None] | None = None,
         grace_s: float = STOP_GRACE_S,
     ):
         self.engine = engine
+        self.resolved = resolved if resolved is not None else engine.resolved
         self.out_dir = out_dir
         self.concurrency = max(1, concurrency)
         self.max_new_tokens = max_new_tokens
@@ -261,14 +249,14 @@ class SynthRun:
         self.on_result = on_result or (lambda _result: None)
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
-        self.results: list[UttResult] = []
+        self.results: list[SynthResult] = []
         self.engine_error: str | None = None
         self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
         self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
         self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
 
-    async def run(self, rows: list[ManifestRow]) -> list[UttResult]:
+    async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tidy_out_dir(self.out_dir)
         try:
@@ -278,7 +266,7 @@ class SynthRun:
                     if self.output_error is None:
                         try:
                             result = self._finish(record)
-                            results.append(asdict(result))  # after the wav is in place; whole or absent
+                            results.append(result.model_dump(mode="json"))  # after the wav is in place; whole or absent
                         except OSError as exc:  # not this utterance's fault: stop, leave it pending
                             self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
                         else:
@@ -303,7 +291,7 @@ class SynthRun:
         self.stop.set()  # nothing new is submitted; requests in flight are not written
 
     def _prompt(self, row: ManifestRow) -> Prompt:
-        seed = utterance_seed(self.engine.profile.seed, row.utt)
+        seed = utterance_seed(self.resolved.profile.seed, row.utt)
         return Prompt(
             row.utt,
             reference=str(row.prompt_wav) if row.prompt_wav else None,
@@ -312,15 +300,15 @@ class SynthRun:
             item=row,
         )
 
-    def _finish(self, record: RequestRecord) -> UttResult:
+    def _finish(self, record: RequestRecord) -> SynthResult:
         """One finished request -> its wav (when ok), retained audio (when suspect) and results row."""
         row: ManifestRow = record.prompt.item
-        result = UttResult(
+        result = SynthResult(
             utt=row.utt,
-            status="failed",
+            status=Status.FAILED,
             line=row.line_no,
             input_digest=input_digest(row),
-            profile_digest=self.engine.resolved.digest,
+            profile_digest=self.resolved.digest,
             error=record.error,
         )
         if record.rejected:  # its input never became a request: nothing to judge or keep
@@ -336,14 +324,14 @@ class SynthRun:
             result.rtf = result.e2el_s / result.audio_seconds
         error = record.error
         result.flags = judge_audio(
-            pcm, sr, text=row.text, finish_reason=None if error else result.finish_reason, error=error, thresholds=self.engine.profile.retention
+            pcm, sr, text=row.text, finish_reason=None if error else result.finish_reason, error=error, thresholds=self.resolved.profile.retention
         )
         if error is None and len(pcm) == 0:
             error = "the engine returned no audio"
         if error is None:
             try:
                 write_wav_atomic(self.out_dir / f"{row.utt}.wav", pcm, sr)
-                result.status, result.wav = "ok", f"{row.utt}.wav"
+                result.status, result.wav = Status.OK, f"{row.utt}.wav"
             except OSError as exc:
                 if is_output_fault(exc):  # every later row would fail the same way
                     raise OutputUnwritable(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}") from exc
@@ -352,7 +340,7 @@ class SynthRun:
         if self.retainer is not None and result.flags:
             errors_before = self.retainer.errors
             meta = request_meta(
-                record, command="synth", profile_digest=self.engine.resolved.digest,
+                record, command="synth", profile_digest=self.resolved.digest,
                 output_wav=self.out_dir / result.wav if result.wav else None, status=result.status, error=result.error,
             )
             kept = self.retainer.keep(pcm, sr, result.flags, meta)
@@ -363,7 +351,7 @@ class SynthRun:
         return result
 
 
-def build_summary(
+def build_synth_summary(
     manifest: Manifest,
     out_dir: Path,
     run: SynthRun | None,
@@ -375,53 +363,54 @@ def build_summary(
     output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
-) -> dict:
+) -> SynthSummary:
     """Totals over every manifest row, from results.jsonl (this run and earlier ones)."""
     rows = manifest.rows[:limit] if limit is not None else manifest.rows
     latest = last_results(out_dir)
-    ok = [latest[r.utt] for r in rows if latest.get(r.utt, {}).get("status") == "ok"]
-    failed = [latest[r.utt] for r in rows if latest.get(r.utt, {}).get("status") == "failed"]
+    mine = [latest[r.utt] for r in rows if r.utt in latest]
+    ok = [r for r in mine if r.status == Status.OK]
+    failed = [r for r in mine if r.status == Status.FAILED]
     this_run = list(run.results) if run else []
     run_audio = sum(r.audio_seconds for r in this_run)
     wall = run.wall_seconds if run else 0.0
-    return {
-        "manifest": str(manifest.path),
-        "out_dir": str(out_dir),
-        "num_rows": len(rows),
-        "num_invalid_rows": len(manifest.errors),
-        "num_ok": len(ok),
-        "num_failed": len(failed),
-        "num_pending": len(rows) - len(ok) - len(failed),
-        "audio_seconds": round(sum(r.get("audio_seconds", 0.0) for r in ok), 3),
-        "interrupted": interrupted,
+    return SynthSummary(
+        manifest=str(manifest.path),
+        out_dir=str(out_dir),
+        num_rows=len(rows),
+        num_invalid_rows=len(manifest.errors),
+        num_ok=len(ok),
+        num_failed=len(failed),
+        num_pending=len(rows) - len(ok) - len(failed),
+        audio_seconds=round(sum(r.audio_seconds for r in ok), 3),
+        interrupted=interrupted,
         # A stop the user asked for is not an engine error, though it may look like one
         # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
-        "engine_error": None if interrupted else engine_error or (run.engine_error if run else None),
-        "output_error": output_error,  # OUT could not be written: the run stopped, the rest is pending
-        "this_run": {
-            "attempted": len(this_run),
-            "ok": sum(r.status == "ok" for r in this_run),
-            "failed": sum(r.status == "failed" for r in this_run),
-            "left_pending": list(run.left_pending) if run else [],
-            "wall_seconds": round(wall, 3),
-            "audio_seconds": round(run_audio, 3),
-            "audio_throughput": round(run_audio / wall, 4) if wall else 0.0,
-        },
-        "retention": None if retainer is None else {"dir": str(retainer.directory), "kept": retainer.kept, "errors": retainer.error_messages},
-        "invalid_rows": [str(e) for e in manifest.errors],
-        "failed": [{"utt": r["utt"], "line": r.get("line"), "error": r.get("error")} for r in failed],
-        "model": run.engine.model_name if run else resolved.profile.model,
-        "profile": resolved.to_dict(),
-        "profile_name": resolved.name,
-        "profile_digest": resolved.digest,
-        "started_at": started_at,
-        "finished_at": _now(),
-        "omni_version": __version__,
-    }
+        engine_error=None if interrupted else engine_error or (run.engine_error if run else None),
+        output_error=output_error,
+        this_run=ThisRun(
+            attempted=len(this_run),
+            ok=sum(r.status == Status.OK for r in this_run),
+            failed=sum(r.status == Status.FAILED for r in this_run),
+            left_pending=list(run.left_pending) if run else [],
+            wall_seconds=round(wall, 3),
+            audio_seconds=round(run_audio, 3),
+            audio_throughput=round(run_audio / wall, 4) if wall else 0.0,
+        ),
+        retention=None if retainer is None else RetentionTotals(dir=str(retainer.directory), kept=retainer.kept, errors=retainer.error_messages),
+        invalid_rows=[str(e) for e in manifest.errors],
+        failed=[FailedRow(utt=r.utt, line=r.line, error=r.error) for r in failed],
+        model=str(getattr(run.engine, "model_name", resolved.profile.model)) if run else resolved.profile.model,
+        profile=resolved.to_dict(),
+        profile_name=resolved.name,
+        profile_digest=resolved.digest,
+        started_at=started_at,
+        finished_at=_now(),
+        omni_version=__version__,
+    )
 
 
-def write_summary(out_dir: Path, summary: dict) -> Path:
-    return write_json_atomic(out_dir / SUMMARY, summary)
+def write_summary(out_dir: Path, summary: SynthSummary) -> Path:
+    return write_json_atomic(out_dir / SUMMARY, summary.model_dump(mode="json"))
 
 
 def _now() -> str:

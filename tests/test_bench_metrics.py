@@ -168,7 +168,7 @@ def test_detailed_lists_in_submission_order_relative_start():
     r2 = [rec(20.0, [], [], utt="c", error="boom", end=20.5)]
     d = detailed_lists([r1, r2])
     assert d["utts"] == ["a", "b", "c"]
-    assert d["rounds"] == [0, 0, 1]
+    assert d["request_rounds"] == [0, 0, 1]
     assert d["start_times"] == pytest.approx([0.0, 0.5, 0.0])
     assert d["audio_ttfps"][0] == pytest.approx(0.2)
     assert d["audio_ttfps"][2] is None and d["e2els"][2] is None

@@ -142,11 +142,14 @@ def test_results_rows_are_whole_or_absent_when_the_disk_fills(small_fs):
 
 def test_tidy_cuts_a_torn_last_line_even_on_a_full_disk(small_fs):
     # Was: a re-run with nothing to do left the torn line, so every JSON reader of the file failed.
+    from omnicli.synth_results import SynthResult
+
     out = small_fs
-    (out / RESULTS).write_bytes(b'{"utt": "u0", "status": "ok"}\n{"utt": "u1", "sta')
+    whole = SynthResult(utt="u0", status="ok").to_line().encode() + b"\n"  # as synth writes it
+    (out / RESULTS).write_bytes(whole + b'{"utt": "u1", "sta')
     fill_up(out)
     tidy_out_dir(out)
-    assert (out / RESULTS).read_bytes() == b'{"utt": "u0", "status": "ok"}\n'
+    assert (out / RESULTS).read_bytes() == whole
 
 
 def test_written_files_follow_the_umask(tmp_path):

@@ -131,14 +131,14 @@ def detailed_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]
     """
     out: dict[str, list] = {
         k: []
-        for k in ("utts", "rounds", "start_times", "audio_ttfps", "e2els", "audio_durations",
+        for k in ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations",
                   "audio_rtfs", "audio_underruns", "ref_caches", "finish_reasons", "errors")
     }
     for index, rnd in enumerate(rounds):
         t0 = min((r.start for r in rnd), default=0.0)
         for r in sorted(rnd, key=lambda r: r.start):
             out["utts"].append(r.utt)
-            out["rounds"].append(index)
+            out["request_rounds"].append(index)  # not "rounds": the run's round count has that key
             out["start_times"].append(r.start - t0)
             out["audio_ttfps"].append(r.audio_ttfp if r.ok else None)
             out["e2els"].append(r.e2el if r.ok else None)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 console = Console()
 err_console = Console(stderr=True)
@@ -65,3 +66,31 @@ def require_folder(path: Path | None, option: str) -> None:
         where = "" if probe == Path(path) else f" ({probe} is a file)"
         err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
         raise typer.Exit(EXIT_USAGE)
+
+
+def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:
+    """The progress bar every command shows: description, bar, done/total, failures, `extra`, times.
+
+    Tasks need a `failed` field (`progress.add_task(..., failed=0)`).
+    """
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"[red]{{task.fields[failed]}} {failed_label}"),
+        *extra,
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=out,
+    )
+
+
+def fmt_number(value, digits: int = 2) -> str:
+    """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)

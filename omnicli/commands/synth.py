@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -23,10 +23,14 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    progress_bar,
     require_folder,
     resolve_profile,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+
+if TYPE_CHECKING:
+    from omnicli.synth_results import SynthSummary
 
 
 def synth(
@@ -105,7 +109,7 @@ def synth(
     if session.output_error:
         err_console.print(f"[red]error:[/red] {session.output_error}", highlight=False)
         err_console.print(
-            f"stopped: {summary['num_pending']} utterance(s) left pending (not failed); "
+            f"stopped: {summary.num_pending} utterance(s) left pending (not failed); "
             "free space or fix the folder, then run the same command again to finish them", highlight=False
         )
         raise typer.Exit(EXIT_OUTPUT_IO)
@@ -114,10 +118,10 @@ def synth(
         raise typer.Exit(EXIT_INTERRUPTED)
     if session.engine_error:
         err_console.print(f"[red]engine error:[/red] {session.engine_error}")
-        if summary["this_run"]["left_pending"]:
+        if summary.this_run.left_pending:
             err_console.print("unfinished utterances are left pending: run the same command again to resume")
         raise typer.Exit(EXIT_ENGINE)
-    failed = summary["num_failed"] or summary["num_invalid_rows"]
+    failed = summary.num_failed or summary.num_invalid_rows
     raise typer.Exit(EXIT_SOME_FAILED if failed else EXIT_OK)
 
 
@@ -174,7 +178,7 @@ class _Session(EngineRunInterrupts):
                     self.engine_error = str(exc)
                     return
             console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
-            with _progress() as progress:
+            with progress_bar(console, TextColumn("{task.fields[rate]:.2f} audio-s/s")) as progress:
                 task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
                 totals = {"audio": 0.0, "failed": 0}
 
@@ -190,7 +194,7 @@ class _Session(EngineRunInterrupts):
                     elapsed = progress.tasks[0].elapsed or 1e-9
                     progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
 
-                self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
+                self.run_obj = SynthRun(engine, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
                 self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
                     self.run_obj.stop.set()
@@ -201,15 +205,15 @@ class _Session(EngineRunInterrupts):
             if engine is not None:
                 await engine.close()
 
-    def write_summary(self, locked: bool = False) -> dict:
-        from omnicli.synthesis import SUMMARY, build_summary, write_summary
+    def write_summary(self, locked: bool = False) -> SynthSummary:
+        from omnicli.synthesis import SUMMARY, build_synth_summary, write_summary
 
         if not locked:
             with self.save_lock:
                 return self.write_summary(locked=True)
         if self.run_obj is not None and self.output_error is None:
             self.output_error = getattr(self.run_obj, "output_error", None)
-        summary = build_summary(
+        summary = build_synth_summary(
             self.manifest,
             self.out,
             self.run_obj,
@@ -229,33 +233,20 @@ class _Session(EngineRunInterrupts):
             with contextlib.suppress(OSError):
                 (self.out / SUMMARY).unlink(missing_ok=True)
             self.output_error = self.output_error or f"cannot write to {self.out}: {exc}"
-            summary["output_error"] = self.output_error
+            summary.output_error = self.output_error
         return summary
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TextColumn("{task.fields[rate]:.2f} audio-s/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-
-
-def _print_summary(summary: dict, out: Path) -> None:
+def _print_summary(summary: SynthSummary, out: Path) -> None:
     table = Table(title=f"omni synth -> {out}", show_header=False)
-    run = summary["this_run"]
-    table.add_row("rows", str(summary["num_rows"]))
-    table.add_row("ok / failed / pending", f"{summary['num_ok']} / {summary['num_failed']} / {summary['num_pending']}")
-    table.add_row("invalid rows", str(summary["num_invalid_rows"]))
-    table.add_row("audio (all ok rows)", f"{summary['audio_seconds']:.2f} s")
-    table.add_row("this run", f"{run['attempted']} attempted in {run['wall_seconds']:.2f} s, {run['audio_throughput']:.2f} audio-s/s")
-    if summary.get("retention"):
-        table.add_row("retained", f"{summary['retention']['kept']} in {summary['retention']['dir']}")
-    table.add_row("profile", f"{summary['profile_name']} ({summary['profile_digest']})")
+    run = summary.this_run
+    table.add_row("rows", str(summary.num_rows))
+    table.add_row("ok / failed / pending", f"{summary.num_ok} / {summary.num_failed} / {summary.num_pending}")
+    table.add_row("invalid rows", str(summary.num_invalid_rows))
+    table.add_row("audio (all ok rows)", f"{summary.audio_seconds:.2f} s")
+    table.add_row("this run", f"{run.attempted} attempted in {run.wall_seconds:.2f} s, {run.audio_throughput:.2f} audio-s/s")
+    if summary.retention:
+        table.add_row("retained", f"{summary.retention.kept} in {summary.retention.dir}")
+    table.add_row("profile", f"{summary.profile_name} ({summary.profile_digest})")
     console.print(table)
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")

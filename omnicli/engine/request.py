@@ -11,8 +11,9 @@ other requests go on. `EngineDead` says the engine as a whole stopped
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -126,3 +127,19 @@ class EngineStats:
         d["mean_codec_batch_size"] = self.codec_rows / self.codec_steps if self.codec_steps else 0.0
         d["talker_tokens_per_s"] = self.talker_tokens / self.talker_time_s if self.talker_time_s else 0.0
         return d
+
+
+class EngineLike(Protocol):
+    """What the toolkit needs from an engine: `Engine` is one; unit tests use small fakes.
+
+    `generate` yields AudioChunks and raises `RequestFailed` (that request)
+    or `EngineDead` (all of them); `stats` returns monotonic counters.
+    """
+
+    sample_rate: int
+
+    def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]: ...
+
+    def stats(self) -> EngineStats: ...
+
+    async def close(self) -> None: ...

@@ -182,7 +182,7 @@ class Upsampler(nn.Module):
                 c_in, c_out, k = layer.weight.shape
                 weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)  # row j*c_out+co: output step j, channel co
                 bias = layer.bias.repeat(k)
-                x = rowwise(lambda r: F.linear(r, weight, bias), x).reshape(-1, c_out)  # noqa: B023 (called at once)
+                x = rowwise(lambda r: F.linear(r, weight, bias), x).reshape(-1, c_out)
             else:
                 x = layer(x)
         return x.reshape(b, -1)

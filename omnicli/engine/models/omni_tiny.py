@@ -146,7 +146,7 @@ class OmniTinyAdapter(ModelAdapter):
         self.max_ref_samples = int(MAX_REF_SECONDS * self.sample_rate)
 
     @classmethod
-    def load(cls, seed: int = DEFAULT_SEED, codec_dtype: str = "float32") -> OmniTinyAdapter:
+    def load(cls, seed: int = DEFAULT_SEED, codec_dtype: str = "float32") -> "OmniTinyAdapter":
         return cls(build(seed), codec_dtype=codec_dtype)
 
     def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
