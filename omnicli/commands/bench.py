@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import Progress
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
 from omnicli.commands.common import (
@@ -25,10 +24,10 @@ from omnicli.commands.common import (
     EXIT_OK,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    RequestProgress,
     SetOption,
     console,
     err_console,
-    progress_bar,
     require_folder,
     resolve_profile,
 )
@@ -82,12 +81,10 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
 class _ProgressObserver(BenchObserver):
     """Renders session events: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
 
-    def __init__(self, progress: Progress, outputs: Any, interrupts: EngineRunInterrupts):
+    def __init__(self, progress: RequestProgress, outputs: Any, interrupts: EngineRunInterrupts):
         self.progress = progress
         self.outputs = outputs
         self.interrupts = interrupts
-        self.task = None
-        self.failed = 0
         self.warnings: list[str] = []
 
     def engine_starting(self, run) -> None:
@@ -105,17 +102,13 @@ class _ProgressObserver(BenchObserver):
         self.interrupts.phase = Phase.CLOSING
 
     def phase_start(self, description: str, total: int) -> None:
-        self.failed = 0
-        self.task = self.progress.add_task(description, total=total, failed=0)
+        self.progress.start(description, total)
 
     def request_done(self, record) -> None:
-        if self.task is None:
-            return
-        self.failed += 1 if record.error else 0
-        self.progress.update(self.task, advance=1, failed=self.failed)
+        self.progress.done(failed=record.error is not None, audio_seconds=record.audio_duration)
 
     def phase_end(self) -> None:
-        self.task = None
+        self.progress.end()
 
     def round_done(self, run, shape, index, result, engine) -> None:
         self.outputs.handle(run, shape, index, result, engine)
@@ -161,7 +154,7 @@ class _BenchInterrupts(EngineRunInterrupts):
         super().__init__()
         self.session = session
         self.report = report
-        self.progress: Progress | None = None
+        self.progress: RequestProgress | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def request_stop(self, sig) -> bool:
@@ -349,7 +342,7 @@ def _prompts(manifest: Path | None, **options):
 def _run_and_report(session: BenchSession, interrupts: _BenchInterrupts, outputs, report: _Report) -> tuple[BaseException | None, int]:
     """Runs the session under a progress bar and signal handling, then reports whatever completed."""
     with interrupts.signals():
-        with progress_bar(err_console) as progress:
+        with RequestProgress(err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning

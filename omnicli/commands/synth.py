@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import TextColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -20,10 +19,10 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    RequestProgress,
     SetOption,
     console,
     err_console,
-    progress_bar,
     require_folder,
     resolve_profile,
 )
@@ -178,21 +177,17 @@ class _Session(EngineRunInterrupts):
                     self.engine_error = str(exc)
                     return
             console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
-            with progress_bar(console, TextColumn("{task.fields[rate]:.2f} audio-s/s")) as progress:
-                task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
-                totals = {"audio": 0.0, "failed": 0}
+            with RequestProgress(console, rate=True) as progress:
+                progress.start("synth", len(rows))
 
                 def on_result(result) -> None:
-                    totals["audio"] += result.audio_seconds
-                    totals["failed"] += result.status != "ok"
                     if result.status != "ok":
                         where = f"{self.manifest.path}:{result.line}"
                         reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
-                        progress.console.print(f"[red]failed[/red] {where} {result.utt}: {reason}", highlight=False)
+                        progress.note(f"[red]failed[/red] {where} {result.utt}: {reason}")
                     if result.retention_error:
-                        progress.console.print(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}", highlight=False)
-                    elapsed = progress.tasks[0].elapsed or 1e-9
-                    progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
+                        progress.note(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}")
+                    progress.done(failed=result.status != "ok", audio_seconds=result.audio_seconds)
 
                 self.run_obj = SynthRun(engine, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
                 self.phase = Phase.RUNNING
