@@ -68,21 +68,31 @@ def demo_copy(tmp_path: Path) -> Path:
     return dest / "meta.lst"
 
 
+def mount_tmpfs(mount_point: Path, size: str = "256k") -> str | None:
+    """Mounts a real tmpfs of `size` at `mount_point`; returns why not, or None."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    return None if proc.returncode == 0 else f"cannot mount a tmpfs here: {proc.stderr.strip()}"
+
+
+def unmount(mount_point: Path) -> None:
+    subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
 @pytest.fixture
 def small_fs(tmp_path: Path):
     """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
     without mocks. Needs permission to mount (root in the test container);
     skipped elsewhere."""
     mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    why_not = mount_tmpfs(mount_point)
+    if why_not:
+        pytest.skip(why_not)
     try:
         yield mount_point
     finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+        unmount(mount_point)
 
 
 def fill_up(folder: Path, leave: int = 0) -> Path:
