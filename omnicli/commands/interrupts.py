@@ -1,4 +1,4 @@
-"""The Ctrl-C / SIGTERM policy shared by the commands that run the engine."""
+"""The Ctrl-C / SIGTERM / SIGHUP policy shared by the commands that run the engine."""
 
 from __future__ import annotations
 
