@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from omnicli import __version__
-from omnicli.commands import bench, eval_wer, models, profiles, synth
+from omnicli.commands import bench, datasets, eval_wer, models, profiles, synth
 
 app = typer.Typer(
     name="omni",
@@ -23,6 +23,7 @@ app.command("bench")(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(models.app, name="models")
+app.add_typer(datasets.app, name="datasets")
 
 
 def _version(value: bool) -> None:

@@ -1,4 +1,4 @@
-"""Failed-audio retention (METRICS.md, "Failed-audio retention").
+"""Failed-audio retention (docs/metrics.md, "Failed-audio retention").
 
 `judge_audio` decides which audio-level reasons apply to one output; a
 `Retainer` keeps the suspect ones as `failed_speech_<sha16>.wav` + `.json`
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 ENV_VAR = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 FILE_PREFIX = "failed_speech_"
 
-# Audio-level reasons, in the order METRICS.md lists them (judge_audio keeps it).
+# Audio-level reasons, in the order docs/metrics.md lists them (judge_audio keeps it).
 ERROR = "error"
 EMPTY = "empty"
 NEAR_SILENT = "near_silent"

@@ -1,4 +1,4 @@
-"""Benchmark formulas on synthetic timings with hand-computed answers (METRICS.md)."""
+"""Benchmark formulas on synthetic timings with hand-computed answers (docs/metrics.md)."""
 
 import math
 
@@ -118,7 +118,7 @@ def test_round_duration_first_submission_to_last_completion():
 
 def test_pooled_throughput_is_total_audio_over_total_duration():
     # round 1: 10 s of audio in 1 s (10x); round 2: 10 s in 4 s (2.5x).
-    # Mean of ratios would be 6.25; METRICS.md pools: 20 / 5 = 4.
+    # Mean of ratios would be 6.25; docs/metrics.md pools: 20 / 5 = 4.
     r1 = [rec(0.0, [0.5, 1.0], [5000, 5000], utt="a")]
     r2 = [rec(10.0, [11.0], [4000], utt="a"), rec(10.0, [14.0], [6000], utt="b")]
     s = summarize([r1, r2], [50])

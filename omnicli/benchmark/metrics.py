@@ -1,4 +1,4 @@
-"""Benchmark formulas of METRICS.md ("Benchmark"): pure functions on timings.
+"""Benchmark formulas of docs/metrics.md ("Benchmark"): pure functions on timings.
 
 Everything here works on `perf_counter()` seconds and sample counts, so the
 formulas can be checked by hand on synthetic timings. Names and units follow
@@ -48,7 +48,7 @@ def audio_rtf(e2el: float, duration: float) -> float | None:
 
 
 def audio_underrun(chunk_times: Sequence[float], chunk_durations: Sequence[float]) -> float:
-    """Total playback gap once playback has started (METRICS.md cursor rule).
+    """Total playback gap once playback has started (docs/metrics.md, cursor rule).
 
     Playback starts with the first chunk holding audio; chunks without audio
     (an empty terminal message) have nothing to play and are skipped.

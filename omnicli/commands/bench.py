@@ -36,7 +36,7 @@ ProfilesOption = Annotated[
     typer.Option(
         "--profile",
         "-p",
-        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file. "
+        help="Preset name (see `omni profiles list`) or path to a YAML file. "
         "Repeat it to A/B several profiles on the same prompts.",
         show_default="default",
     ),

@@ -24,7 +24,7 @@ ProfileOption = Annotated[
     typer.Option(
         "--profile",
         "-p",
-        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file.",
+        help="Preset name (see `omni profiles list`) or path to a YAML file.",
         show_default="default",
     ),
 ]

@@ -52,7 +52,7 @@ def _load_rows(manifest: Path):
 
     try:
         # Prompt audio is not needed to score, so paths outside the manifest folder are fine.
-        parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False)
+        parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False, short_layouts=True)
     except ManifestError as exc:
         raise _usage_error(str(exc)) from None
     if parsed.errors:
@@ -100,7 +100,8 @@ def print_summary(summary: dict) -> None:
     table.add_section()
     table.add_row("num_scored", str(summary["num_scored"]), f"of {summary['num_utts']} utterances")
     table.add_row("num_missing", str(summary["num_missing"]), "no wav (or no cached transcript)")
-    table.add_row("num_failed", str(summary["num_failed"]), "empty/unreadable audio, ASR error, empty transcript")
+    table.add_row("num_failed", str(summary["num_failed"]), "empty/unreadable audio, ASR error, empty reference")
+    table.add_row("num_empty_transcripts", str(summary["num_empty_transcripts"]), "scored as WER 100%, as seed-tts-eval does")
     table.add_row("num_above_threshold", str(summary["num_above_threshold"]), f"WER > {summary['wer_threshold']}")
     if summary["num_over_30s"]:
         table.add_row("num_over_30s", str(summary["num_over_30s"]), f"{summary['num_truncated']} cut to 30 s before ASR")
@@ -124,7 +125,11 @@ def print_summary(summary: dict) -> None:
 def eval_wer(
     gen_dir: Annotated[Path, typer.Argument(help="Folder holding the generated <utt>.wav files.", show_default=False)],
     manifest: Annotated[
-        Path, typer.Option("--manifest", "-m", help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL.")
+        Path,
+        typer.Option(
+            "--manifest", "-m",
+            help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav], or seed-tts-eval's utt|text and utt|text|prompt_wav) or JSONL.",
+        ),
     ],
     lang: Annotated[Lang, typer.Option("--lang", "-l", help="Language of the texts: en (WER) or zh (CER).")] = Lang.en,
     asr: Annotated[
@@ -244,7 +249,7 @@ def eval_wer(
     print_summary(summary)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]warning:[/yellow] {retainer.errors} retained file(s) could not be written: {retainer.error_messages[0]}")
-    err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}")
+    err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}; seed-tts-eval: {paths['seed_wer']}")
     raise typer.Exit(EXIT_OK if summary["num_missing"] == 0 and summary["num_failed"] == 0 else EXIT_SOME_FAILED)
 
 

@@ -27,7 +27,11 @@ from omnicli.commands.interrupts import EngineRunInterrupts
 
 
 def synth(
-    manifest: Annotated[Path, typer.Argument(help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).")],
+    manifest: Annotated[
+        Optional[Path],
+        typer.Argument(help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).", show_default=False),
+    ] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Synthesize the demo set shipped in the package (no MANIFEST needed).")] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
@@ -52,6 +56,13 @@ def synth(
     from omnicli.retention import Retainer
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run
 
+    if (manifest is None) == (not demo):
+        err_console.print("[red]error:[/red] give a MANIFEST or --demo (exactly one)")
+        raise typer.Exit(EXIT_USAGE)
+    if demo:
+        from omnicli.datasets import demo_manifest_path
+
+        manifest = demo_manifest_path()
     resolved = resolve_profile(profile, set_)
     try:
         parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)
