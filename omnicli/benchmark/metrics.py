@@ -82,6 +82,8 @@ class RequestRecord:
     error: str | None = None
     ref_cache: str = "none"
     finish_reason: str | None = None
+    prompt_tokens: int = 0  # talker prompt length (vLLM's input tokens)
+    output_tokens: int = 0  # talker tokens generated (vLLM's output tokens)
     text: str = ""
     reference: str | None = None
     pcm: np.ndarray | None = None  # kept only when audio is saved or judged
@@ -199,6 +201,8 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         "num_ref_hot": sum(1 for r in records if r.ref_cache == "hot"),
         "num_ref_cold": sum(1 for r in records if r.ref_cache == "cold"),
         "total_audio_duration_s": total_audio,
+        "total_input_tokens": sum(r.prompt_tokens for r in ok),
+        "total_output_tokens": sum(r.output_tokens for r in ok),
         "request_throughput": len(ok) / total_duration if total_duration > 0 else 0.0,
         "audio_throughput": total_audio / total_duration if total_duration > 0 else 0.0,
     }

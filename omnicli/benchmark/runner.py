@@ -65,6 +65,7 @@ async def measure_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm
             if chunk.info is not None:
                 record.ref_cache = chunk.info.ref_cache
                 record.finish_reason = chunk.info.finish_reason
+                record.prompt_tokens, record.output_tokens = chunk.info.prompt_tokens, chunk.info.talker_tokens
         record.end = record.chunk_times[-1] if record.chunk_times else time.perf_counter()
     except RequestFailed as exc:
         record.end = time.perf_counter()
