@@ -31,6 +31,7 @@ from omnicli.commands.common import (
     resolve_profile,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.progress import QuietOption, VerboseOption, make_progress, note, set_verbosity
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -90,11 +91,11 @@ class _ProgressObserver(BenchObserver):
 
     def engine_starting(self, run) -> None:
         self.interrupts.phase = "starting"
-        err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
+        note(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
 
     def engine_started(self, run, engine) -> None:
         self.interrupts.phase = "running"
-        err_console.print(
+        note(
             f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
             f"{engine.sample_rate} Hz"
         )
@@ -124,14 +125,13 @@ class _ProgressObserver(BenchObserver):
 
 
 def _progress() -> Progress:
-    return Progress(
+    return make_progress(
         TextColumn("[bold blue]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("[red]{task.fields[failed]} failed"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=err_console,
         transient=False,
     )
 
@@ -313,11 +313,13 @@ def bench(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", help="Retain failed or suspect audio here (default: $OMNI_FAILED_SPEECH_AUDIO_DIR)."),
+        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed or suspect audio here."),
     ] = None,
     allow_outside_paths: Annotated[
         bool, typer.Option("--allow-outside-paths", help="Allow manifest audio paths outside the manifest's folder.")
     ] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Measure first-audio latency, real-time factor and audio throughput of the embedded engine.
 
@@ -334,6 +336,7 @@ def bench(
     from omnicli.benchmark.vllm_format import parse_metadata, parse_percentile_metrics
 
     # --- options -> plan (usage errors exit 2) ---
+    set_verbosity(quiet, verbose)
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
         raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
     manifest = manifest or manifest_arg
@@ -401,7 +404,7 @@ def bench(
         vllm=_VllmFiles(save_result, append_result, label, metadata_pairs, selected_metrics) if save_result else None,
         csv_path=csv_path, text=output_format is OutputFormat.text,
     )
-    err_console.print(
+    note(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
     )

@@ -6,7 +6,6 @@ progress bar, prints the summary table and writes the result files.
 
 from __future__ import annotations
 
-import logging
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -27,6 +26,7 @@ from omnicli.commands.common import (
     err_console,
     resolve_profile,
 )
+from omnicli.commands.progress import QuietOption, VerboseOption, make_progress, set_verbosity, status
 
 app = typer.Typer(help="Seed-TTS-eval compatible WER of generated speech.")
 
@@ -67,14 +67,13 @@ def _load_rows(manifest: Path):
 
 
 def _progress() -> Progress:
-    return Progress(
+    return make_progress(
         TextColumn("[bold blue]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("[red]{task.fields[failed]} failed/missing"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=err_console,
     )
 
 
@@ -154,7 +153,7 @@ def eval_wer(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", help="Retain the ASR input of asr_mismatch/asr_empty utterances here.", show_default="$OMNI_FAILED_SPEECH_AUDIO_DIR, else off"),
+        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain the ASR input of asr_mismatch/asr_empty utterances here.", show_default="off"),
     ] = None,
     device: Annotated[Optional[Device], typer.Option("--device", help="Where ASR runs.", show_default="profile device (auto)")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Clips per ASR batch (where the backend batches).")] = 8,
@@ -163,6 +162,8 @@ def eval_wer(
     ] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Transcribe GEN_DIR/<utt>.wav for every manifest row and report Seed-TTS-eval WER.
 
@@ -184,7 +185,7 @@ def eval_wer(
     )
     from omnicli.retention import Retainer
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    set_verbosity(quiet, verbose)
     resolved = resolve_profile(profile, sets)
     settings = resolved.profile
     threshold = settings.retention.asr_wer_threshold if threshold is None else threshold
@@ -209,7 +210,7 @@ def eval_wer(
     else:
         try:
             spec = AsrSpec.parse(asr) if asr else default_spec(lang_code)
-            with err_console.status(f"loading ASR {spec} ..."):
+            with status(f"loading ASR {spec} ..."):
                 backend = load_backend(spec, lang=lang_code, device=device_name, max_new_tokens=max_new_tokens)
         except AsrSetupError as exc:
             raise _usage_error(str(exc)) from None
