@@ -56,3 +56,23 @@ def test_license_matches_pyproject():
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert meta["license"]["text"] == "Apache-2.0"
     assert "Apache License" in (REPO / "LICENSE").read_text() and "Version 2.0" in (REPO / "LICENSE").read_text()
+
+
+def test_readme_links_every_docs_page_and_every_link_resolves():
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md"))
+    assert [p for p in pages if f"](docs/{p})" not in readme] == []
+    for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
+            if "://" not in target:
+                assert (doc.parent / target).exists(), f"{doc.name}: broken link {target}"
+
+
+def test_only_shipped_files_are_cited():
+    cited = []
+    for path in [REPO / "README.md", *(REPO / "docs").glob("*.md"), *PACKAGE.rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        cited += [f"{path.name}: {name}" for name in ("METRICS.md", "ARCHITECTURE.md") if name in text]
+    assert cited == []
