@@ -145,7 +145,6 @@ class OutputFormat(str, Enum):
 class _VllmFiles:
     """--save-result: one `vllm bench serve`-shaped file per run."""
 
-    save: bool
     append: bool
     label: str | None
     metadata: dict
@@ -401,7 +400,7 @@ def bench(
     plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
     report = _Report(
         percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
-        vllm=_VllmFiles(save_result, append_result, label, metadata_pairs, selected_metrics) if save_result else None,
+        vllm=_VllmFiles(append_result, label, metadata_pairs, selected_metrics) if save_result else None,
         csv_path=csv_path, text=output_format is OutputFormat.text,
     )
     note(
