@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
-from omnicli.commands import bench, datasets, eval_wer, models, profiles, synth
+from omnicli.commands import bench, datasets, env, eval_wer, models, profiles, schema, synth
+from omnicli.quiet import quiet_vllm
+
+# Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
+# process (spawned) re-imports the command's main module, not main().
+quiet_vllm()
 
 # `-h` works wherever `--help` does (subcommands inherit the context settings).
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -26,29 +29,11 @@ app = typer.Typer(
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("bench")(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
+app.command("schema", no_args_is_help=True)(schema.schema)
+app.command("env")(env.env)
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(models.app, name="models")
 app.add_typer(datasets.app, name="datasets")
-
-
-@app.command("env")
-def env(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
-    """Print what a bug report needs: versions, device, paths and omni's environment variables."""
-    from omnicli.environment import collect
-
-    facts = collect()
-    if as_json:
-        typer.echo(json.dumps(facts, indent=2))
-        return
-    for key, value in facts.items():
-        if isinstance(value, dict):
-            typer.echo(f"{key}:")
-            for sub, item in value.items():
-                typer.echo(f"  {sub}: {item if item is not None else '-'}")
-        elif isinstance(value, list):
-            typer.echo(f"{key}: {', '.join(map(str, value)) or '-'}")
-        else:
-            typer.echo(f"{key}: {value}")
 
 
 def _version(value: bool) -> None:

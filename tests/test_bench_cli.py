@@ -131,6 +131,7 @@ def test_real_run_concurrency_1_and_8(tmp_path):
         assert run["audio_throughput"] > 0 and run["mean_audio_rtf"] > 0
         assert run["mean_audio_duration_s"] == pytest.approx(40 / 4 / 12.5)  # 10 frames at 12.5 frames/s
         assert run["codec_steps"] > 0 and run["talker_tokens"] >= 4 * 40
+        assert run["total_output_tokens"] == 4 * 40 and run["total_input_tokens"] > 0  # capped at 40 each; the failed one not counted
         assert len(run["utts"]) == 5 and run["errors"][4] and not any(run["errors"][:4])
         assert run["profile_digest"] and run["profile"]["model"] == "omni-tiny"
     # the same reference throughout: only the warmup encoded it (the over-long
@@ -172,7 +173,7 @@ import asyncio, subprocess, sys, time
 import numpy as np
 import omnicli.commands.bench as bench_cmd
 from omnicli.cli import app
-from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo
+from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestInfo
 
 mode, out = sys.argv[1], sys.argv[2]
 
@@ -193,7 +194,7 @@ class StandIn:
         for i in range(4):
             await asyncio.sleep(300 if second and mode == "hang" else 0.05)
             if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
-                raise RequestFailed(req.request_id, "talker ended the request early (finish_reason=abort)", RequestInfo())
+                raise EngineDead(self.fault())
             yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
 
     def fault(self):

@@ -9,12 +9,13 @@ import json
 import pytest
 import typer
 from rich.console import Console
-from rich.progress import Progress, TextColumn
+from rich.progress import Progress
 from typer.testing import CliRunner
 
 import omnicli
 from omnicli.cli import app
-from omnicli.commands import progress as progress_mod
+from omnicli.commands import common
+from omnicli.commands.progress import PlainProgress
 
 runner = CliRunner()
 LONG_COMMANDS = ("synth", "bench", "eval-wer")
@@ -79,31 +80,38 @@ def test_env_prints_what_a_bug_report_needs(monkeypatch):
 
 def test_progress_without_a_terminal_is_plain_lines(monkeypatch):
     sink = io.StringIO()
-    console = Console(file=sink, force_terminal=False)
-    monkeypatch.setattr(progress_mod.VERBOSITY, "quiet", False)
-    bar = progress_mod.make_progress(TextColumn("{task.description}"), console=console)
-    assert isinstance(bar, progress_mod.PlainProgress)
-    bar.interval = 0.0  # every update prints; the default is a line every few seconds
-    with bar:
-        task = bar.add_task("synth", total=3, failed=0, rate=0.0)
-        bar.update(task, advance=1, failed=0, rate=1.5)
-        bar.update(task, advance=2, failed=1, rate=2.25)
+    monkeypatch.setattr(common.VERBOSITY, "quiet", False)
+    observer = common.RequestProgress(Console(file=sink, force_terminal=False), rate=True)
+    assert isinstance(observer.bar, PlainProgress)
+    observer.bar.interval = 0.0  # every update prints; the default is a line every few seconds
+    with observer:
+        observer.start("warmup", 1)
+        observer.done(failed=False, audio_seconds=1.0)
+        observer.end()
+        observer.start("synth", 3)
+        observer.done(failed=False, audio_seconds=1.5)
+        observer.done(failed=True)
+        observer.done(failed=False, audio_seconds=0.75)
+        observer.end()
     lines = sink.getvalue().splitlines()
-    assert lines[0].startswith("synth: 1/3 done, 0 failed, 1.50 audio-s/s, ")
-    assert lines[-1].startswith("synth: 3/3 done, 1 failed, 2.25 audio-s/s, ") and lines[-1].endswith("s elapsed")
+    synth = [line for line in lines if line.startswith("synth: ")]
+    assert synth[0].startswith("synth: 1/3 done, 0 failed, ") and " audio-s/s, " in synth[0]
+    assert synth[-1].startswith("synth: 3/3 done, 1 failed, ") and synth[-1].endswith("s elapsed")
+    # a phase's last line comes when it ends, before the next phase's lines
+    assert lines.index(next(line for line in lines if line.startswith("warmup: 1/1 done"))) < lines.index(synth[0])
     assert not any("\x1b" in line or "━" in line for line in lines)
 
 
 def test_progress_interval_throttles_and_quiet_disables(monkeypatch):
     sink = io.StringIO()
-    bar = progress_mod.PlainProgress(console=Console(file=sink), interval=3600)
+    bar = PlainProgress(console=Console(file=sink), interval=3600)
     with bar:
         task = bar.add_task("bench", total=10, failed=0)
         for _ in range(10):
             bar.update(task, advance=1)
     assert sink.getvalue().splitlines() == [line for line in sink.getvalue().splitlines() if "10/10" in line]  # only the last
-    monkeypatch.setattr(progress_mod.VERBOSITY, "quiet", True)
-    assert progress_mod.make_progress(console=Console(file=io.StringIO())).disable
-    monkeypatch.setattr(progress_mod.VERBOSITY, "quiet", False)
-    terminal = progress_mod.make_progress(console=Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(common.VERBOSITY, "quiet", True)
+    assert common.progress_bar(Console(file=io.StringIO())).disable
+    monkeypatch.setattr(common.VERBOSITY, "quiet", False)
+    terminal = common.progress_bar(Console(file=io.StringIO(), force_terminal=True))
     assert type(terminal) is Progress and not terminal.disable

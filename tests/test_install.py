@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from pathlib import Path
 
+import tomllib
 from typer.testing import CliRunner
 
 import omnicli

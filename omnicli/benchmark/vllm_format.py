@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from omnicli.atomic import write_text_atomic
 from omnicli.benchmark.metrics import DISTRIBUTIONS, percentile_key
@@ -35,7 +36,7 @@ EXTRA_KEYS = (
     "coalescing_wait_ms", "codec_ring_headroom", "machine", "failures",
 )
 # Per-request lists kept only with --save-detailed (vLLM drops its own without it).
-DETAILED_KEYS = ("utts", "rounds_of_requests", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",
+DETAILED_KEYS = ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",
                  "audio_underruns", "ref_caches", "finish_reasons")
 
 
@@ -125,9 +126,8 @@ def vllm_result(
         doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
         if save_detailed:
             for key in DETAILED_KEYS:
-                source = "rounds" if key == "rounds_of_requests" else key
-                if source in detailed:
-                    doc[key] = detailed[source]
+                if key in detailed:
+                    doc[key] = detailed[key]
     return doc
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -21,12 +20,17 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    QuietOption,
     SetOption,
+    VerboseOption,
     console,
     err_console,
+    fmt_number,
+    progress_bar,
     resolve_profile,
+    set_verbosity,
+    status,
 )
-from omnicli.commands.progress import QuietOption, VerboseOption, make_progress, set_verbosity, status
 
 app = typer.Typer(help="Seed-TTS-eval compatible WER of generated speech.")
 
@@ -66,23 +70,6 @@ def _load_rows(manifest: Path):
     return parsed.rows
 
 
-def _progress() -> Progress:
-    return make_progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed/missing"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def print_summary(summary: dict) -> None:
     asr = summary.get("asr") or {}
     source = asr.get("requested") or f"{asr.get('backend')}:{asr.get('model')}"
@@ -92,10 +79,10 @@ def print_summary(summary: dict) -> None:
     table.add_column("note", style="dim")
     notes = summary.get("key_notes", {})
     for key in ("seed_wer_mean", "wer_mean_below_50", "sub", "del", "ins"):
-        table.add_row(key, _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(key, fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     for key in ("corpus_wer", "median_wer", "share_wer_above_50", "wer_mean_failed_as_100"):
-        table.add_row(f"[dim]{key}[/dim]", _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(f"[dim]{key}[/dim]", fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     table.add_row("num_scored", str(summary["num_scored"]), f"of {summary['num_utts']} utterances")
     table.add_row("num_missing", str(summary["num_missing"]), "no wav (or no cached transcript)")
@@ -114,8 +101,8 @@ def print_summary(summary: dict) -> None:
         listing = Table(title="not scored", title_justify="left")
         for column in ("utt", "status", "detail"):
             listing.add_column(column)
-        for utt, status, detail in problems[:20]:
-            listing.add_row(utt, status, detail)
+        for utt, state, detail in problems[:20]:
+            listing.add_row(utt, state, detail)
         if len(problems) > 20:
             listing.add_row("...", f"{len(problems) - 20} more", "see the results files")
         console.print(listing)
@@ -137,7 +124,7 @@ def eval_wer(
             "--asr",
             help="BACKEND[:MODEL]: openai-whisper[:large-v3|/path.pt], faster-whisper[:NAME|/ct2-dir|tiny.en-bundled], "
             "transformers[:REPO_ID|/dir], funasr[:paraformer-zh|/dir]. Local models only.",
-            show_default="openai-whisper:large-v3 (zh: funasr:paraformer-zh when installed)",
+            show_default="openai-whisper:large-v3; zh: funasr:paraformer-zh (Whisper only when chosen here)",
         ),
     ] = None,
     threshold: Annotated[
@@ -221,7 +208,7 @@ def eval_wer(
 
     retention_meta = {"profile_digest": resolved.digest, "asr_backend": asr_info["backend"], "asr_model": asr_info["model"]}
     try:
-        with _progress() as progress:
+        with progress_bar(err_console, failed_label="failed/missing") as progress:
             task = progress.add_task("scoring" if cached is not None else "transcribing", total=len(rows), failed=0)
             not_scored = 0
 

@@ -1,67 +1,21 @@
-"""Progress and chatter of the long commands (synth, bench, eval-wer), always on stderr.
+"""Progress without a terminal: plain lines instead of Rich's live bar.
 
-- On a terminal: Rich's live progress bar.
-- Without one (a pipe, `nohup`, CI logs): a plain line every few seconds
-  (`synth: 12/100 done, 1 failed, 3.20 audio-s/s, 35s elapsed`) and one at
-  the end, so logs show the command is alive without control characters.
-- `--quiet`: no progress and no notes; warnings, errors and results still print.
-- `--verbose`: the library's INFO logs too (engine start-up, ASR loading).
+A pipe, `nohup` or a CI log gets a line every few seconds
+(`synth: 12/100 done, 1 failed, 3.20 audio-s/s, 35s elapsed`) and one at
+the end, so logs show the command is alive without control characters.
+`omnicli.commands.common.progress_bar` picks this or the live bar.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import time
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.progress import Progress, TaskID
-
-from omnicli.commands.common import EXIT_USAGE, err_console
 
 # Seconds between plain progress lines without a terminal ($OMNI_PROGRESS_INTERVAL overrides).
 PLAIN_INTERVAL_S = 5.0
-
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")]
-
-
-class _Verbosity:
-    quiet = False
-    verbose = False
-
-
-VERBOSITY = _Verbosity()
-
-
-def set_verbosity(quiet: bool, verbose: bool) -> None:
-    """Applies --quiet / --verbose for this command (exclusive: both is a usage error)."""
-    if quiet and verbose:
-        err_console.print("[red]error:[/red] --quiet and --verbose exclude each other")
-        raise typer.Exit(EXIT_USAGE)
-    VERBOSITY.quiet, VERBOSITY.verbose = quiet, verbose
-    level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
-    logging.getLogger("omnicli").setLevel(level)
-
-
-def note(message: str) -> None:
-    """A status line on stderr (engine ready, resuming, ...); silent with --quiet."""
-    if not VERBOSITY.quiet:
-        err_console.print(message, highlight=False)
-
-
-def status(message: str):
-    """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
-    if VERBOSITY.quiet:
-        return contextlib.nullcontext()
-    if err_console.is_terminal:
-        return err_console.status(message)
-    err_console.print(message, highlight=False)
-    return contextlib.nullcontext()
 
 
 def plain_interval() -> float:
@@ -115,19 +69,17 @@ class PlainProgress(Progress):
         if task is not None:
             self.console.print(progress_line(task), highlight=False, markup=False)
 
+    def stop_task(self, task_id: TaskID) -> None:
+        """Ends one task (a phase): its last line now, not when the whole display stops."""
+        super().stop_task(task_id)
+        self._final_line(task_id)
+
     def stop(self) -> None:
         for task_id in list(self._tasks):
-            if task_id not in self._printed_final:
-                self._printed_final.add(task_id)
-                self._emit(task_id)
+            self._final_line(task_id)
         super().stop()
 
-
-def make_progress(*columns: Any, **kwargs: Any) -> Progress:
-    """The progress display for this command: live bar, plain lines or none (--quiet), on stderr."""
-    kwargs.setdefault("console", err_console)
-    if VERBOSITY.quiet:
-        return Progress(*columns, disable=True, **kwargs)
-    if kwargs["console"].is_terminal:
-        return Progress(*columns, **kwargs)
-    return PlainProgress(*columns, **kwargs)
+    def _final_line(self, task_id: TaskID) -> None:
+        if task_id not in self._printed_final:
+            self._printed_final.add(task_id)
+            self._emit(task_id)

@@ -1,17 +1,17 @@
-"""The sweep table in forms other programs read: a CSV file and plain `Key: value` lines.
+"""The `omni bench` sweep table in forms other programs read: a CSV file and plain `Key: value` lines.
 
-Both carry the rows of the console table (`report.table_rows`) for every run;
+Both carry the rows of the console table (`bench_tables.table_rows`) for every run;
 the CSV holds the raw numbers (one row per run, one column per metric key),
 the text form the formatted values, one `Label: value` line each.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from omnicli.atomic import write_text_atomic
-from omnicli.benchmark.report import table_rows
+from omnicli.commands.bench_tables import table_rows
 
 # Columns that identify a run, first in every CSV row.
 ID_COLUMNS = ("profile_label", "profile_digest", "max_concurrency", "request_rate", "burstiness", "num_prompts",
