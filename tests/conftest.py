@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_MANIFEST = REPO / "datasets" / "demo" / "meta.lst"
+DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 # Small capacities keep the shared engine light on a 2-core machine.
 TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
 

@@ -139,6 +139,7 @@ def test_real_run_concurrency_1_and_8(tmp_path):
         assert run["audio_throughput"] > 0 and run["mean_audio_rtf"] > 0
         assert run["mean_audio_duration_s"] == pytest.approx(40 / 4 / 12.5)  # 10 frames at 12.5 frames/s
         assert run["codec_steps"] > 0 and run["talker_tokens"] >= 4 * 40
+        assert run["total_output_tokens"] == 4 * 40 and run["total_input_tokens"] > 0  # capped at 40 each; the failed one not counted
         assert len(run["utts"]) == 5 and run["errors"][4] and not any(run["errors"][:4])
         assert run["profile_digest"] and run["profile"]["model"] == "omni-tiny"
     # the same reference throughout: only the warmup encoded it (the over-long

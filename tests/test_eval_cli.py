@@ -98,6 +98,9 @@ def test_transcripts_all_scored_exit_0_and_mismatch_retained(workdir, tmp_path, 
     assert summary["num_scored"] == 3 and summary["num_retained"] == 1 and summary["wer_threshold"] == 0.4
     kept = list((tmp_path / "kept").glob("failed_speech_*.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text())["utt"] == "s2"
+    # no terminal here: progress is a plain line (at least the last one), not a bar
+    assert result.output.startswith("scoring: 3/3 done, 0 failed, ") and "\r" not in result.output
+    assert (tmp_path / "out" / "wav_res_ref_text.wer").read_text().splitlines()[-1] == f"WER: {summary['seed_wer_mean']}%"
 
 
 def test_tab_inside_a_tsv_hypothesis_is_kept_not_cut(workdir, tmp_path):
@@ -139,7 +142,7 @@ def test_missing_manifest_and_bad_rows_are_usage_errors(workdir, tmp_path):
     result = invoke([str(workdir / "gen"), "-m", str(tmp_path / "nope.lst")])
     assert result.exit_code == EXIT_USAGE and "manifest not found" in result.output
     bad = tmp_path / "bad.lst"
-    bad.write_text("only|two\n", encoding="utf-8")
+    bad.write_text("just-one-field\n", encoding="utf-8")  # seed-tts-eval's 2- and 3-field layouts are accepted
     result = invoke([str(workdir / "gen"), "-m", str(bad)])
     assert result.exit_code == EXIT_USAGE and "bad.lst:1" in result.output
 

@@ -19,12 +19,17 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    QuietOption,
     RequestProgress,
     SetOption,
+    VerboseOption,
     console,
     err_console,
+    note,
     require_folder,
     resolve_profile,
+    set_verbosity,
+    status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
@@ -33,16 +38,22 @@ if TYPE_CHECKING:
 
 
 def synth(
-    manifest: Annotated[Path, typer.Argument(help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).")],
+    manifest: Annotated[
+        Optional[Path],
+        typer.Argument(metavar="MANIFEST", help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).", show_default=False),
+    ] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Synthesize the demo set shipped in the package (no MANIFEST needed).")] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also redo utterances that failed in an earlier run into the same --out.")] = False,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
-    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", help="Retain failed/suspect audio + metadata here (or set OMNI_FAILED_SPEECH_AUDIO_DIR). Thresholds: --set retention.KEY=VALUE.")] = None,
+    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
     profile: ProfileOption = None,
     set_: SetOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Synthesize every line of a manifest to OUT/<utt>.wav.
 
@@ -60,6 +71,14 @@ def synth(
     from omnicli.retention import Retainer
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run, tidy_out_dir
 
+    set_verbosity(quiet, verbose)
+    if (manifest is None) == (not demo):
+        err_console.print("[red]error:[/red] give a MANIFEST or --demo (exactly one)")
+        raise typer.Exit(EXIT_USAGE)
+    if demo:
+        from omnicli.datasets import demo_manifest_path
+
+        manifest = demo_manifest_path()
     resolved = resolve_profile(profile, set_)
     require_folder(out, "--out")
     try:
@@ -85,7 +104,7 @@ def synth(
         err_console.print(f"[red]error:[/red] cannot read earlier results in {out}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     if plan.done or plan.failed_before or plan.changed:
-        console.print(
+        note(
             f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
             f"{' (not retried; use --retry-failed)' if plan.failed_before else ''}, "
             f"{len(plan.changed)} changed in the manifest, {len(plan.todo)} to do"
@@ -170,14 +189,14 @@ class _Session(EngineRunInterrupts):
         self._loop = asyncio.get_running_loop()
         engine = None
         try:
-            with console.status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
+            with status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
                 try:
                     engine = await Engine.start(self.resolved)
                 except EngineError as exc:
                     self.engine_error = str(exc)
                     return
-            console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
-            with RequestProgress(console, rate=True) as progress:
+            note(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
+            with RequestProgress(err_console, rate=True) as progress:
                 progress.start("synth", len(rows))
 
                 def on_result(result) -> None:

@@ -326,7 +326,7 @@ def load_profile(
     overrides: Sequence[str] = (),
     platform: Optional[str] = None,
 ) -> ResolvedProfile:
-    """Resolve a preset name (profiles/NAME.yaml) or YAML path, default preset
+    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path, default preset
     when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
     profile's `device`), with `--set key=value` overrides applied last."""
     if platform is not None and platform not in PLATFORMS:
