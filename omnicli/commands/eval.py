@@ -8,7 +8,6 @@ eval_results.tsv / .jsonl and eval_summary.json.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -22,11 +21,15 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    QuietOption,
     SetOption,
+    VerboseOption,
     console,
     err_console,
     progress_bar,
     resolve_profile,
+    set_verbosity,
+    status,
 )
 from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_summary
 
@@ -130,13 +133,15 @@ def eval_command(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", help="Retain audio with asr_mismatch/asr_empty/low_sim/low_mos here.", show_default="$OMNI_FAILED_SPEECH_AUDIO_DIR, else off"),
+        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain audio with asr_mismatch/asr_empty/low_sim/low_mos here.", show_default="off"),
     ] = None,
     device: Annotated[Optional[Device], typer.Option("--device", help="Where ASR and the torch scorers run.", show_default="profile device (auto)")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Clips per batch (where the backend batches).")] = 8,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="WER: cap on decoded tokens per clip.")] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Score GEN_DIR/<utt>.wav for every manifest row: WER, speaker similarity to the row's reference audio, MOS.
 
@@ -159,7 +164,7 @@ def eval_command(
     from omnicli.evaluation.scorers import ScorerError, ScorerSetupError, audio_summary, check_specs, load_scorers
     from omnicli.retention import Retainer
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    set_verbosity(quiet, verbose)
     try:
         chosen = parse_metrics(metrics)
     except ValueError as exc:
@@ -194,12 +199,12 @@ def eval_command(
             asr_info = {"backend": "transcripts", "model": str(transcripts), "language": plan.lang}
         elif "wer" in chosen:
             spec = AsrSpec.parse(asr) if asr else default_spec(plan.lang)
-            with err_console.status(f"loading ASR {spec} ..."):
+            with status(f"loading ASR {spec} ..."):
                 plan.asr = load_backend(spec, lang=plan.lang, device=device_name, max_new_tokens=max_new_tokens)
             asr_info = {"requested": str(spec), **plan.asr.describe()}
         if "sim" in chosen or "mos" in chosen:
             torch_device = resolve_torch_device(device_name)
-            with err_console.status("loading SIM/MOS models ..."):
+            with status("loading SIM/MOS models ..."):
                 plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device)
     except (AsrSetupError, ScorerSetupError) as exc:
         raise _usage_error(str(exc)) from None
@@ -226,8 +231,8 @@ def eval_command(
 
                 return on_result
 
-            on_wer = advance("wer", "scoring" if plan.transcripts is not None else "transcribing")
-            on_audio = advance("audio", "+".join(m for m in chosen if m != "wer"))
+            on_wer = advance("wer", "scoring" if plan.transcripts is not None else "transcribing") if "wer" in chosen else None
+            on_audio = advance("audio", "+".join(m for m in chosen if m != "wer")) if chosen != ("wer",) else None
             outcome = run_eval(rows, gen_dir, plan, on_wer=on_wer, on_audio=on_audio)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]: no results written")

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from omnicli.commands.common import console
+from omnicli.commands.common import console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def build_model(
     """Build omni-tiny into the cache now (otherwise it happens on first use)."""
     from omnicli.engine.models import omni_tiny
 
-    with console.status("building omni-tiny"):
+    with err_console.status("building omni-tiny"):
         path = omni_tiny.build(force=force)
     info = json.loads((path / "BUILD_OK").read_text())
     console.print(f"[green]omni-tiny[/green] at {path}")
