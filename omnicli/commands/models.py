@@ -1,4 +1,4 @@
-"""`omni models`: list the model families and build the embedded one ahead of time."""
+"""`omni models`: list the model families, build test checkpoints, verify parity."""
 
 from __future__ import annotations
 
@@ -7,20 +7,49 @@ import json
 import typer
 from rich.table import Table
 
-from omnicli.commands.common import console
+from pathlib import Path
+
+from omnicli.commands.common import EXIT_USAGE, console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
 
 
 @app.command("list")
-def list_models() -> None:
-    """List known model families."""
+def list_models(
+    model_path: str = typer.Option(None, "--model-path", help="Check this talker checkpoint instead of the family's default."),
+    codec_path: str = typer.Option(None, "--codec-path", help="Check this codec checkpoint instead of the family's default."),
+) -> None:
+    """List model families, what each needs on disk and whether it is present."""
     from omnicli.engine.models import MODELS
+    from omnicli.engine.models.families import family_status
 
-    table = Table("model", "description")
-    for name, description in MODELS.items():
-        table.add_row(name, description)
+    table = Table("model", "description", "needs", "present")
+    for name in MODELS:
+        st = family_status(name, model_path, codec_path)
+        needs = "\n".join(p[0] for p in st.parts) or "nothing (built locally on first use)"
+        where = "\n".join(("yes: " if ok else "no: ") + w for _, ok, w in st.parts) or "yes"
+        table.add_row(name, st.description, needs, where)
     console.print(table)
+
+
+@app.command("build-tiny")
+def build_tiny(
+    family: str = typer.Argument(..., help="Family to build: orpheus."),
+    dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
+) -> None:
+    """Write random-weight checkpoints in the family's published layout (for tests and benchmarks)."""
+    from omnicli.engine.models.families import build_tiny as build
+
+    try:
+        with console.status(f"building {family} into {dest}"):
+            info = build(family, dest, seed=seed, real_size=real_size)
+    except (ValueError, FileExistsError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"[green]{family}[/green] at {dest} (use --set model={family} --set model_path={dest}/talker --set codec_path={dest}/codec)")
+    console.print_json(data=info)
 
 
 @app.command("build")

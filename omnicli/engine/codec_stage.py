@@ -172,7 +172,8 @@ class CodecStage:
         pad = self._pad_tail_frames if any(r.chunk.is_last for r in rows) else 0
         t0 = self._clock()
         try:
-            out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad)
+            out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad,
+                                      last=[r.chunk.is_last for r in rows])
         except Exception as exc:  # one bad step fails its own requests only
             log.exception("codec step failed")
             for r in rows:

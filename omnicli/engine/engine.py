@@ -30,10 +30,27 @@ from omnicli.engine.models import load_model
 from omnicli.engine.ref_cache import ReferenceCache
 from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
+from omnicli.engine.windowed import WindowChunker, WindowedRunner
 
 log = logging.getLogger(__name__)
 
 _HEALTH_CHECK_S = 0.5  # how often a waiting request checks that both stages are alive
+
+
+def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
+    """Ring-cache runner for streaming-transformer codecs; windowed runner for stateless ones (SNAC, NeuCodec)."""
+    if adapter.windowed:
+        return WindowedRunner(adapter.codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
+    return CodecRunner(
+        adapter.codec.decoder,
+        cfg.max_num_seqs,
+        max_chunk_frames=max_chunk_frames,
+        ring_headroom=cfg.codec_ring_headroom,
+        contexts=cfg.layer_contexts,
+        backend=cfg.codec_attention_backend,
+        capture_sizes=cfg.capture_sizes,
+        device=device,
+    )
 
 
 class Engine:
@@ -71,19 +88,12 @@ class Engine:
         talker = codec = None
         try:
             seed = profile.model_options.get("seed")
-            adapter = await loop.run_in_executor(pool, lambda: load_model(profile.model, seed=seed, codec_dtype=cfg.dtype))
+            adapter = await loop.run_in_executor(pool, lambda: load_model(
+                profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
+                codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
-            runner = CodecRunner(
-                adapter.codec.decoder,
-                cfg.max_num_seqs,
-                max_chunk_frames=max(chunk_sizes),
-                ring_headroom=cfg.codec_ring_headroom,
-                contexts=cfg.layer_contexts,
-                backend=cfg.codec_attention_backend,
-                capture_sizes=cfg.capture_sizes,
-                device=device,
-            )
+            runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
             scheduler = CodecScheduler(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
             refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
             holder: list[Engine] = []
@@ -95,7 +105,9 @@ class Engine:
                 threads=cfg.threads,
                 pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
             )
-            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), profile.talker, platform=resolved.platform, seed=profile.seed)
+            talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
+            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
+                                        seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
             engine = cls(resolved, adapter, talker, codec, refs, pool)
             holder.append(engine)
             codec.start()
@@ -140,10 +152,12 @@ class Engine:
         prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes)
         target = self.adapter.target_tokens(request.text)
         cap = request.max_new_tokens or self.profile.talker.max_new_tokens
+        limit = self.profile.talker.max_model_len
+        if target is None:  # a stop token ends it; the cap (or what the context leaves) may cut it first
+            target = max(1, limit - len(prompt))
         max_tokens = min(target, cap)
         info.finish_reason = "length" if cap < target else "stop"
         info.prompt_tokens = len(prompt)
-        limit = self.profile.talker.max_model_len
         if len(prompt) + max_tokens > limit:
             raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
 
@@ -162,7 +176,7 @@ class Engine:
             self.codec.cancel(rid)  # frees the slot if the request did not finish cleanly
 
     async def _reference_codes(self, request: TTSRequest, info: RequestInfo) -> np.ndarray | None:
-        if request.ref_audio is None:
+        if request.ref_audio is None or not self.adapter.uses_reference:
             return None
         if not request.ref_sample_rate:
             raise RequestFailed(request.request_id, "reference audio given without its sample rate", info)
@@ -193,14 +207,19 @@ class Engine:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
         cfg = self.profile.codec
         k = self.adapter.num_codebooks
-        chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
+        if self.adapter.windowed:
+            chunker = WindowChunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp,
+                                    lookahead=self.adapter.codec.lookahead)
+        else:
+            chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
+        by_stop_token = bool(self.adapter.stop_token_ids())
         pending: list[int] = []
         finish: str | None = None
         try:
             async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
                 finish = delta.finish_reason if delta.finished else finish
                 info.talker_tokens += len(delta.token_ids)
-                pending.extend(delta.token_ids)
+                pending.extend(self.adapter.keep_tokens(delta.token_ids))
                 whole = len(pending) // k * k
                 if whole:
                     frames = self.adapter.tokens_to_codes(np.asarray(pending[:whole]))
@@ -214,6 +233,8 @@ class Engine:
                 reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
                 self._deliver(rid, np.zeros(0, np.float32), True, reason)
                 return
+            if by_stop_token:  # the talker says whether the stop token or the cap ended it
+                info.finish_reason = finish
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise
