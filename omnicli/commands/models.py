@@ -64,3 +64,37 @@ def build_model(
     info = json.loads((path / "BUILD_OK").read_text())
     console.print(f"[green]omni-tiny[/green] at {path}")
     console.print_json(data=info)
+
+
+@app.command("verify")
+def verify(
+    family: str = typer.Argument(..., help="Family to check: orpheus."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/ (e.g. from build-tiny)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random codes and audio the checks use."),
+) -> None:
+    """Parity checks against the family's reference code; exit 1 on any mismatch.
+
+    Each check prints its figure. Checks whose reference package is not
+    installed are shown as skipped (install the `reference` extra).
+    """
+    from omnicli.engine.models import check_checkpoints
+    from omnicli.engine.models.checkpoints import CheckpointMissing
+    from omnicli.engine.models.verify import run
+
+    try:
+        check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
+        with console.status(f"verifying {family} at {checkpoint}"):
+            checks = run(family, checkpoint, seed=seed)
+    except (ValueError, CheckpointMissing) as exc:
+        err_console.print("[red]error:[/red]")
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    style = {"ok": "green", "mismatch": "red", "skipped": "yellow"}
+    for c in checks:
+        line = f"{c.status.upper():8} {c.name}: {c.figure}" + (f" ({c.detail})" if c.detail else "")
+        console.print(f"[{style[c.status]}]{c.status.upper():8}[/]", end=" ")
+        console.print(line[9:], markup=False, highlight=False, soft_wrap=True)
+    bad = [c for c in checks if c.status == "mismatch"]
+    skipped = [c for c in checks if c.status == "skipped"]
+    console.print(f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True)
+    raise typer.Exit(1 if bad else 0)
