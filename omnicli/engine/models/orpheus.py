@@ -96,6 +96,7 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     cfg = LlamaConfig(**(REAL_TALKER if real_size else TINY_TALKER))
     talker = LlamaForCausalLM(cfg).to(torch.bfloat16)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
+    _published_config_keys(dest / "talker" / "config.json")
     tiny_tokenizer.build(dest / "talker", regular_size=128000, added=special_tokens(),
                          bos="<|begin_of_text|>", eos="<|eot_id|>")
     torch.manual_seed(seed + 1)
@@ -106,6 +107,17 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     torch.save(snac.state_dict(), dest / "codec" / "pytorch_model.bin")
     return {"family": NAME, "talker_parameters": sum(p.numel() for p in talker.parameters()),
             "codec_parameters": sum(p.numel() for p in snac.parameters())}
+
+
+def _published_config_keys(path: Path) -> None:
+    """transformers 5 saves `rope_parameters`/`dtype`; the published file (transformers 4) has
+    `rope_theta`, `rope_scaling` and `torch_dtype`: write those, so loaders meet what users have."""
+    cfg = json.loads(path.read_text())
+    rope = dict(cfg.pop("rope_parameters", None) or {})
+    cfg["rope_theta"] = rope.pop("rope_theta", REAL_TALKER["rope_theta"])
+    cfg["rope_scaling"] = rope or None
+    cfg["torch_dtype"] = cfg.pop("dtype", "bfloat16")
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 class OrpheusAdapter(ModelAdapter):
