@@ -231,3 +231,48 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
     # Noise may transcribe to nothing (counted as failed); every synthesized row was scored or judged.
     assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)
     assert summary["asr"]["backend"] == "faster-whisper"
+
+
+def _stop_prone_copy(tiny: Path, dest: Path, stop_logit_scale: float) -> Path:
+    """A copy of the tiny checkpoint whose talker samples end-of-speech with a fixed, moderate probability.
+
+    Layer outputs are zeroed (the residual stream is the current token's
+    embedding) and the final norm keeps one dimension, set to 1 in every
+    embedding row, so every token gets the same logit except end-of-speech,
+    scaled up: logits no longer depend on the context.
+    """
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(tiny, dest)
+    path = dest / "talker" / "model.safetensors"
+    state = load_file(str(path))
+    for k in state:
+        if k.endswith(("o_proj.weight", "down_proj.weight")):
+            state[k] = torch.zeros_like(state[k])
+    emb = state["model.embed_tokens.weight"].float()
+    emb[:, 0] = 1.0
+    emb[orpheus.END_OF_SPEECH, 0] = stop_logit_scale
+    state["model.embed_tokens.weight"] = emb.to(state["model.embed_tokens.weight"].dtype)
+    norm = torch.zeros_like(state["model.norm.weight"])
+    norm[0] = 1.0
+    state["model.norm.weight"] = norm
+    save_file(state, str(path), metadata={"format": "pt"})
+    return dest
+
+
+@pytest.mark.engine
+def test_the_stop_token_ends_utterances_before_the_cap(tiny, tmp_path):
+    ckpt = _stop_prone_copy(tiny, tmp_path / "ckpt", stop_logit_scale=1.3)  # about 1% per token: ~17 frames on average
+    out = tmp_path / "synth"
+    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "4", "-c", "4", "--max-new-tokens", "1400",
+                                 "-p", "cpu", *orpheus_sets(ckpt)])
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4, result.output
+    for r in rows:
+        assert r["finish_reason"] == "stop" and "hit_cap" not in (r["flags"] or []), r
+        if r["status"] == "ok":  # an utterance may stop before its first whole frame: no audio, a failed row
+            frames = len(sf.read(out / r["wav"])[0]) / 2048
+            assert frames == int(frames) and 1 <= frames < 200
+    assert any(r["status"] == "ok" for r in rows), result.output
