@@ -276,3 +276,16 @@ def test_the_stop_token_ends_utterances_before_the_cap(tiny, tmp_path):
             frames = len(sf.read(out / r["wav"])[0]) / 2048
             assert frames == int(frames) and 1 <= frames < 200
     assert any(r["status"] == "ok" for r in rows), result.output
+
+
+def test_an_owner_name_value_is_tried_as_a_folder_and_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CheckpointMissing) as err:
+        locate(orpheus.CODEC, "models/snac", "orpheus")
+    msg = str(err.value)
+    assert "  models/snac: missing" in msg and str(tmp_path / "hub" / "models--models--snac") in msg
+    (tmp_path / "models" / "snac").mkdir(parents=True)
+    for f in ("config.json", "pytorch_model.bin"):
+        (tmp_path / "models" / "snac" / f).write_text("x")
+    assert locate(orpheus.CODEC, "models/snac", "orpheus") == Path("models/snac")

@@ -40,9 +40,9 @@ def hf_cache_dirs() -> list[Path]:
     return [Path.home() / ".cache" / "huggingface" / "hub"]
 
 
-def _is_repo_id(value: str) -> bool:
+def _may_be_repo_id(value: str) -> bool:
     parts = value.split("/")
-    return len(parts) == 2 and all(parts) and not value.startswith((".", "~")) and not Path(value).exists()
+    return len(parts) == 2 and all(parts) and not value.startswith((".", "~"))
 
 
 def _snapshot(repo_root: Path) -> Path | None:
@@ -59,10 +59,13 @@ def _snapshot(repo_root: Path) -> Path | None:
 def candidates(spec: CheckpointSpec, value: str | None) -> list[Path]:
     """Every folder that may hold the checkpoint, in the order they are tried."""
     value = value or spec.default_repo
-    if not _is_repo_id(value):
-        return [Path(value).expanduser()]
+    folder = Path(value).expanduser()
+    if not _may_be_repo_id(value):
+        return [folder]
+    # `owner/name` may also be a relative folder: tried first, and reported
+    # unless it is the family's default repo id and no such folder exists.
     owner, name = value.split("/")
-    out = []
+    out = [folder] if folder.exists() or value != spec.default_repo else []
     for cache in hf_cache_dirs():
         root = cache / f"models--{owner}--{name}"
         snap = _snapshot(root)
