@@ -94,7 +94,12 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(**(REAL_TALKER if real_size else TINY_TALKER))
-    talker = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # built in the published dtype: half the memory of float32 then a cast
+    try:
+        talker = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
     _published_config_keys(dest / "talker" / "config.json")
     tiny_tokenizer.build(dest / "talker", regular_size=128000, added=special_tokens(),
