@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def _tmp_path_for(path: Path) -> tuple[int, str]:
@@ -67,7 +68,7 @@ class JsonlAppender:
         if not self._f.closed:
             self._f.close()
 
-    def __enter__(self) -> "JsonlAppender":
+    def __enter__(self) -> JsonlAppender:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import typer
 
 from omnicli import __version__
-from omnicli.commands import bench, eval_wer, models, profiles, synth
+from omnicli.commands import bench, eval_wer, models, profiles, schema, synth
+from omnicli.quiet import quiet_vllm
+
+# Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
+# process (spawned) re-imports the command's main module, not main().
+quiet_vllm()
 
 app = typer.Typer(
     name="omni",
@@ -21,6 +26,7 @@ app = typer.Typer(
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("bench")(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
+app.command("schema", no_args_is_help=True)(schema.schema)
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(models.app, name="models")
 

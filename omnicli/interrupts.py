@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterable
 
 Callback = Callable[[signal.Signals], None]
-STOP_GRACE_S = 5.0  # after a first Ctrl-C, requests in flight may finish for this long
 
 
 class StopSignals:
@@ -42,7 +41,7 @@ class StopSignals:
     def count(self) -> int:
         return len(self.received)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._pipe = (r, w)

@@ -149,7 +149,7 @@ def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False, ch
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             def bad(reason: str, utt: str | None = None) -> None:
-                manifest.errors.append(RowError(path, line_no, reason, utt))
+                manifest.errors.append(RowError(path, line_no, reason, utt))  # noqa: B023 (called within this iteration)
 
             try:
                 line = raw.decode("utf-8")

@@ -172,7 +172,7 @@ import asyncio, subprocess, sys, time
 import numpy as np
 import omnicli.commands.bench as bench_cmd
 from omnicli.cli import app
-from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo
+from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestInfo
 
 mode, out = sys.argv[1], sys.argv[2]
 
@@ -193,7 +193,7 @@ class StandIn:
         for i in range(4):
             await asyncio.sleep(300 if second and mode == "hang" else 0.05)
             if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
-                raise RequestFailed(req.request_id, "talker ended the request early (finish_reason=abort)", RequestInfo())
+                raise EngineDead(self.fault())
             yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
 
     def fault(self):

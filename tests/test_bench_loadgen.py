@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
+from omnicli.driver.load import LoadShape, arrival_offsets
+from omnicli.driver.load import offer as drive
 
 
 class InFlight:

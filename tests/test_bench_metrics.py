@@ -5,10 +5,6 @@ import math
 import pytest
 
 from omnicli.benchmark.metrics import (
-    RequestRecord,
-    audio_rtf,
-    audio_ttfp,
-    audio_underrun,
     detailed_lists,
     distribution,
     parse_percentiles,
@@ -16,6 +12,7 @@ from omnicli.benchmark.metrics import (
     round_duration,
     summarize,
 )
+from omnicli.driver.records import RequestRecord, audio_rtf, audio_ttfp, audio_underrun
 
 SR = 1000  # 1 sample = 1 ms keeps the arithmetic readable
 
@@ -171,7 +168,7 @@ def test_detailed_lists_in_submission_order_relative_start():
     r2 = [rec(20.0, [], [], utt="c", error="boom", end=20.5)]
     d = detailed_lists([r1, r2])
     assert d["utts"] == ["a", "b", "c"]
-    assert d["rounds"] == [0, 0, 1]
+    assert d["request_rounds"] == [0, 0, 1]
     assert d["start_times"] == pytest.approx([0.0, 0.5, 0.0])
     assert d["audio_ttfps"][0] == pytest.approx(0.2)
     assert d["audio_ttfps"][2] is None and d["e2els"][2] is None

@@ -1,7 +1,6 @@
 """The per-request Chunker: initial/steady sizes, ramps, flush and the bare terminal."""
 
 import numpy as np
-import pytest
 
 from omnicli.engine.chunker import Chunker
 
@@ -73,10 +72,8 @@ def test_a_steady_size_larger_than_the_input_flushes_everything_as_the_tail():
     assert len(ch.flush()) == 7
 
 
-@pytest.mark.parametrize(
-    ("args", "key"),
-    [((0, 25, None), "initial_codec_chunk_frames"), ((5, 0, None), "codec_chunk_frames"), ((5, 25, []), "codec_chunk_ramp"), ((5, 25, [1, 0]), "codec_chunk_ramp")],
-)
-def test_invalid_sizes_are_rejected_with_the_key(args, key):
-    with pytest.raises(ValueError, match=key):
-        Chunker(K, *args)
+def test_from_config_takes_the_profile_section():
+    from omnicli.profile.schema import CodecStageConfig
+
+    ch = Chunker.from_config(K, CodecStageConfig(initial_codec_chunk_frames=2, codec_chunk_frames=3, codec_chunk_ramp=[1, 2]))
+    assert [len(c) for c in ch.feed(np.zeros((9, K), np.int64))] == [1, 2, 3, 3]

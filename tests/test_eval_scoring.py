@@ -95,7 +95,7 @@ def test_aggregate_hand_computed():
 
 def test_corpus_differs_from_mean_of_ratios():
     # a short bad utterance weighs as much as a long good one in the mean, not in the corpus figure
-    scores = [score_utterance("a", "b", "en"), score_utterance(" ".join("w%d" % i for i in range(99)), " ".join("w%d" % i for i in range(99)), "en")]
+    scores = [score_utterance("a", "b", "en"), score_utterance(" ".join(f"w{i}" for i in range(99)), " ".join(f"w{i}" for i in range(99)), "en")]
     agg = aggregate(scores)
     assert agg["seed_wer_mean"] == 50.0
     assert agg["corpus_wer"] == 1.0

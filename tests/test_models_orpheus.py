@@ -176,6 +176,56 @@ def test_runner_rejects_chunks_without_their_lookahead(adapter):
     assert len(r.execute([0], [np.zeros((2, 7), np.int64)], last=[True])[0]) == 2 * 2048
 
 
+class _FaultyCodec:
+    """The tiny SNAC codec, except that a window of all-zero codes raises (a fault in one row)."""
+
+    def __init__(self, codec):
+        self._codec = codec
+
+    def __getattr__(self, name):
+        return getattr(self._codec, name)
+
+    def decode_frames(self, codes):
+        if bool((codes == 0).flatten(1).all(dim=1).any()):
+            raise RuntimeError("injected row fault")
+        return self._codec.decode_frames(codes)
+
+
+def test_a_fault_in_one_windowed_row_fails_that_request_alone_and_the_others_stream_on(adapter):
+    """The codec stage re-runs a failed step row by row; the windowed runner changes no slot in
+    a failed step, so the other requests' audio equals a run that never saw the fault."""
+    from omnicli.engine.codec_scheduler import CodecScheduler
+    from omnicli.engine.codec_stage import CodecStage
+
+    la = adapter.codec.lookahead
+    rng = np.random.default_rng(3)
+    data = {"a": rng.integers(1, 4096, (8, 7)), "b": np.zeros((8, 7), np.int64), "c": rng.integers(1, 4096, (8, 7))}
+    stages, outs = [], []
+    for codec in (_FaultyCodec(adapter.codec), adapter.codec):
+        out: list[tuple[str, np.ndarray, bool, str | None]] = []
+        runner = WindowedRunner(codec, 4, max_chunk_frames=4)
+        stage = CodecStage(runner, CodecScheduler(4, 100), lambda *a, out=out: out.append(a))
+        for rid in "abc":
+            stage.open(rid)
+            stage.submit(rid, data[rid][: 4 + la], False)
+        stage.cycle()  # one step of three rows: the faulty stage re-runs them one at a time
+        for rid in "ac":
+            stage.submit(rid, data[rid][4:], True)
+        stage.cycle()
+        stages.append(stage)
+        outs.append(out)
+    faulty, clean = outs
+    b = [m for m in faulty if m[0] == "b"]
+    assert len(b) == 1 and b[0][2] is True and "injected row fault" in b[0][3]
+    assert stages[0].scheduler.slot_of("b") is None and stages[0].runner.positions[1] == 0  # freed and reset
+    for rid in "ac":
+        got, want = [m for m in faulty if m[0] == rid], [m for m in clean if m[0] == rid]
+        assert [(last, err) for _, _, last, err in got] == [(False, None), (True, None)]
+        for (_, p, _, _), (_, q, _, _) in zip(got, want):
+            assert len(p) == 4 * 2048
+            np.testing.assert_allclose(p, q, rtol=0, atol=1e-5 * float(np.max(np.abs(q))))
+
+
 # -- verify ------------------------------------------------------------------------
 def test_verify_passes_on_the_tiny_checkpoint(tiny):
     result = runner.invoke(app, ["models", "verify", "orpheus", "--checkpoint", str(tiny)], env={"COLUMNS": "300"})

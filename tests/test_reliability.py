@@ -17,9 +17,9 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
+from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.interrupts import StopSignals
 from omnicli.manifest import ManifestRow, read_manifest
-from omnicli.requests import InputError, request_from_row
 from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
 
 SR = 24_000

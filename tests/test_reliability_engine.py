@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
-from omnicli.engine import RequestFailed, TTSRequest
+from omnicli.engine import TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.retention import Retainer
@@ -64,7 +64,7 @@ def inject_into_talker(monkeypatch, engine, behaviour):
 @pytest.fixture
 def fresh_engine_state(engine_harness, monkeypatch):
     """Undoes a sticky engine-wide fault a test may provoke on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
     return engine_harness.engine
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
 from omnicli.commands.common import (
@@ -24,12 +24,13 @@ from omnicli.commands.common import (
     EXIT_OK,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    RequestProgress,
     SetOption,
     console,
     err_console,
     resolve_profile,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -79,40 +80,34 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
 class _ProgressObserver(BenchObserver):
     """Renders session events: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
 
-    def __init__(self, progress: Progress, outputs: Any, interrupts: EngineRunInterrupts):
+    def __init__(self, progress: RequestProgress, outputs: Any, interrupts: EngineRunInterrupts):
         self.progress = progress
         self.outputs = outputs
         self.interrupts = interrupts
-        self.task = None
-        self.failed = 0
         self.warnings: list[str] = []
 
     def engine_starting(self, run) -> None:
-        self.interrupts.phase = "starting"
+        self.interrupts.phase = Phase.STARTING
         err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
 
     def engine_started(self, run, engine) -> None:
-        self.interrupts.phase = "running"
+        self.interrupts.phase = Phase.RUNNING
         err_console.print(
             f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
             f"{engine.sample_rate} Hz"
         )
 
     def engine_closing(self, run) -> None:
-        self.interrupts.phase = "closing"
+        self.interrupts.phase = Phase.CLOSING
 
     def phase_start(self, description: str, total: int) -> None:
-        self.failed = 0
-        self.task = self.progress.add_task(description, total=total, failed=0)
+        self.progress.start(description, total)
 
     def request_done(self, record) -> None:
-        if self.task is None:
-            return
-        self.failed += 1 if record.error else 0
-        self.progress.update(self.task, advance=1, failed=self.failed)
+        self.progress.done(failed=record.error is not None, audio_seconds=record.audio_duration)
 
     def phase_end(self) -> None:
-        self.task = None
+        self.progress.end()
 
     def round_done(self, run, shape, index, result, engine) -> None:
         self.outputs.handle(run, shape, index, result, engine)
@@ -120,19 +115,6 @@ class _ProgressObserver(BenchObserver):
     def warning(self, message: str) -> None:
         self.warnings.append(message)
         err_console.print(f"[yellow]warning:[/yellow] {message}")
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
 
 
 @dataclass
@@ -164,14 +146,14 @@ class _BenchInterrupts(EngineRunInterrupts):
     the engine's processes are ended, the completed passes written, exit 130.
     """
 
-    graceful_phases = ("running", "closing")
+    graceful_phases = (Phase.RUNNING, Phase.CLOSING)
     forced_note = "completed passes are kept"
 
     def __init__(self, session: BenchSession, report: _Report):
         super().__init__()
         self.session = session
         self.report = report
-        self.progress: Progress | None = None
+        self.progress: RequestProgress | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def request_stop(self, sig) -> bool:
@@ -283,39 +265,60 @@ def bench(
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
     engine failed, 130 interrupted.
     """
-    from omnicli.benchmark.loadgen import LoadShape
     from omnicli.benchmark.metrics import parse_percentiles
+    from omnicli.benchmark.outputs import RoundOutputs
     from omnicli.benchmark.session import BenchPlan
+    from omnicli.retention import Retainer
 
-    # --- options -> plan (usage errors exit 2) ---
+    # options -> plan (usage errors exit 2)
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
         raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
-    manifest = manifest or manifest_arg
     try:
         percentiles = parse_percentiles(metric_percentiles)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--metric-percentiles") from None
-    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
-        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
     if warmup and warmup_pass:
         raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
+    shapes = load_shapes(concurrency, request_rate, burstiness, seed)
+    runs = label_profiles(list(profile or [None]) + list(compare or []), set_)
+    prompt_set = _prompts(
+        manifest or manifest_arg, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
+        max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
+    )
+    outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
+    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
+    report = _Report(percentiles, utc_now(), save_detailed, result_dir, result_filename, plot)
+    err_console.print(
+        f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
+        f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
+    )
+    # run -> report
+    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
+    interrupts = _BenchInterrupts(session, report)
+    error, code = _run_and_report(session, interrupts, outputs, report)
+    _exit(session, interrupts, outputs, error, code)
+
+
+def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int) -> list:
+    """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without)."""
+    from omnicli.driver import LoadShape
+
+    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
+        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
     rate = math.inf if request_rate is None else request_rate
     levels = parse_concurrency(concurrency if concurrency is not None or request_rate is not None else "1")
-    shapes = [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
-    specs: list[str | None] = list(profile or [None]) + list(compare or [])
-    runs = label_profiles(specs, set_)
+    return [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
 
-    # --- prompts (bad input exits 2; reference audio is loaded before any timing) ---
+
+def _prompts(manifest: Path | None, **options):
+    """The prompt set (reference audio loaded before any timing); bad input exits 2."""
     from omnicli.benchmark.prompts import load_prompts
     from omnicli.manifest import ManifestError
 
     try:
-        prompt_set = load_prompts(
-            manifest, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
-            max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
-        )
+        prompt_set = load_prompts(manifest, **options)
     except (ManifestError, FileNotFoundError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -330,38 +333,32 @@ def bench(
     if not prompt_set.prompts:
         err_console.print(f"[red]error:[/red] {prompt_set.source}: no prompts")
         raise typer.Exit(EXIT_USAGE)
+    return prompt_set
 
-    from omnicli.benchmark.outputs import RoundOutputs
-    from omnicli.retention import Retainer
 
-    outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
-    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
-    report = _Report(percentiles, utc_now(), save_detailed, result_dir, result_filename, plot)
-    err_console.print(
-        f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
-        f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
-    )
-    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
-    interrupts = _BenchInterrupts(session, report)
+def _run_and_report(session: BenchSession, interrupts: _BenchInterrupts, outputs, report: _Report) -> tuple[BaseException | None, int]:
+    """Runs the session under a progress bar and signal handling, then reports whatever completed."""
     with interrupts.signals():
-        with _progress() as progress:
+        with RequestProgress(err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
-            interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
-        # --- report whatever completed ---
+            interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
         with interrupts.save_lock:
             code = _report(
                 session.results, report, interrupted=interrupts.interrupted, unfinished=session.unfinished,
                 engine_error=None if error is None else str(error),
             )
-    interrupted = interrupts.interrupted
+    return error, code
+
+
+def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: BaseException | None, code: int) -> None:
     if outputs.audio_dir is not None:
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
     if outputs.retainer is not None and outputs.retained:
         err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
-    if interrupted:
+    if interrupts.interrupted:
         err_console.print(f"[yellow]interrupted[/yellow]: the engine was closed; {len(session.results)} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
     if error is not None:
@@ -384,7 +381,8 @@ def _report(
     """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed)."""
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
-    from omnicli.benchmark.report import build_document, build_run, comparison_tables, machine_facts, results_table
+    from omnicli.benchmark.report import build_document, build_run, machine_facts
+    from omnicli.commands.bench_tables import comparison_tables, results_table
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"

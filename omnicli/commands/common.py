@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 console = Console()
 err_console = Console(stderr=True)
@@ -59,3 +60,76 @@ def resolve_profile(profile: str | None, sets: list[str] | None):
             err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
     return resolved
+
+
+def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:
+    """The progress bar every command shows: description, bar, done/total, failures, `extra`, times.
+
+    Tasks need a `failed` field (`progress.add_task(..., failed=0)`).
+    """
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"[red]{{task.fields[failed]}} {failed_label}"),
+        *extra,
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=out,
+    )
+
+
+class RequestProgress:
+    """The one progress observer of the commands that drive requests (synth, bench).
+
+    A bar per phase (`start` ... `end`) counting finished requests and
+    failures, with audio-s/s when `rate` is set; `note` prints above it.
+    """
+
+    def __init__(self, out: Console, *, rate: bool = False):
+        extra = (TextColumn("{task.fields[rate]:.2f} audio-s/s"),) if rate else ()
+        self.bar = progress_bar(out, *extra)
+        self._task = None
+        self._failed = 0
+        self._audio_s = 0.0
+
+    def __enter__(self) -> RequestProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def start(self, description: str, total: int) -> None:
+        self._failed, self._audio_s = 0, 0.0
+        self._task = self.bar.add_task(description, total=total, failed=0, rate=0.0)
+
+    def done(self, *, failed: bool, audio_seconds: float = 0.0) -> None:
+        if self._task is None:
+            return
+        self._failed += bool(failed)
+        self._audio_s += audio_seconds
+        task = next(t for t in self.bar.tasks if t.id == self._task)
+        elapsed = task.elapsed or 1e-9
+        self.bar.update(self._task, advance=1, failed=self._failed, rate=self._audio_s / elapsed)
+
+    def end(self) -> None:
+        self._task = None
+
+    def note(self, message: str) -> None:
+        self.bar.console.print(message, highlight=False)
+
+    def stop(self) -> None:
+        """Restores the terminal (before a forced exit)."""
+        self.bar.stop()
+
+
+def fmt_number(value, digits: int = 2) -> str:
+    """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)

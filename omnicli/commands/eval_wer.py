@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -25,6 +24,8 @@ from omnicli.commands.common import (
     SetOption,
     console,
     err_console,
+    fmt_number,
+    progress_bar,
     resolve_profile,
 )
 
@@ -66,24 +67,6 @@ def _load_rows(manifest: Path):
     return parsed.rows
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed/missing"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-    )
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def print_summary(summary: dict) -> None:
     asr = summary.get("asr") or {}
     source = asr.get("requested") or f"{asr.get('backend')}:{asr.get('model')}"
@@ -93,10 +76,10 @@ def print_summary(summary: dict) -> None:
     table.add_column("note", style="dim")
     notes = summary.get("key_notes", {})
     for key in ("seed_wer_mean", "wer_mean_below_50", "sub", "del", "ins"):
-        table.add_row(key, _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(key, fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     for key in ("corpus_wer", "median_wer", "share_wer_above_50", "wer_mean_failed_as_100"):
-        table.add_row(f"[dim]{key}[/dim]", _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(f"[dim]{key}[/dim]", fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     table.add_row("num_scored", str(summary["num_scored"]), f"of {summary['num_utts']} utterances")
     table.add_row("num_missing", str(summary["num_missing"]), "no wav (or no cached transcript)")
@@ -215,7 +198,7 @@ def eval_wer(
 
     retention_meta = {"profile_digest": resolved.digest, "asr_backend": asr_info["backend"], "asr_model": asr_info["model"]}
     try:
-        with _progress() as progress:
+        with progress_bar(err_console, failed_label="failed/missing") as progress:
             task = progress.add_task("scoring" if cached is not None else "transcribing", total=len(rows), failed=0)
             not_scored = 0
 

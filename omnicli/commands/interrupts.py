@@ -6,30 +6,38 @@ import os
 import signal
 import sys
 import threading
+from enum import Enum
 
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
 from omnicli.interrupts import StopSignals
 from omnicli.orphans import terminate_children
 
 
+class Phase(str, Enum):
+    """Where a command that runs the engine is; decides what a signal does."""
+
+    STARTING = "starting"  # engine start-up: the main thread may sit in native code for a long time
+    RUNNING = "running"
+    CLOSING = "closing"
+    DONE = "done"  # results written; the normal exit is moments away
+
+
 class EngineRunInterrupts:
     """The Ctrl-C / SIGTERM policy of a command that runs the engine (synth, bench).
 
-    `phase` is "starting" (engine start-up: the main thread may sit in native
-    code for a long time), "running", "closing" or "done" (results written,
-    the normal exit is moments away). The first signal in one of
+    `phase` is a `Phase`. The first signal in one of
     `graceful_phases` calls `request_stop`, which must be thread-safe and
     return False when there is nothing to stop yet. In any other phase but
-    "done", and for every later signal, `force_exit` ends our child processes
+    DONE, and for every later signal, `force_exit` ends our child processes
     (the engine's), calls `save_partial` holding `save_lock` and exits 130.
     Commands subclass it and write their own results under `save_lock` too.
     """
 
-    graceful_phases: tuple[str, ...] = ("running",)
+    graceful_phases: tuple[Phase, ...] = (Phase.RUNNING,)
     forced_note = "finished work is kept"
 
     def __init__(self) -> None:
-        self.phase = "starting"
+        self.phase = Phase.STARTING
         self.interrupted = False
         self.save_lock = threading.Lock()
 
@@ -46,13 +54,13 @@ class EngineRunInterrupts:
         self.interrupted = True
         if self.phase in self.graceful_phases and self.request_stop(sig):
             return
-        if self.phase != "done":
+        if self.phase != Phase.DONE:
             self.force_exit(sig)
 
     def force_exit(self, sig: signal.Signals) -> None:
         """Ends the engine's processes now, saves what is known, exits 130."""
         self.interrupted = True
-        if self.phase == "done":
+        if self.phase == Phase.DONE:
             return  # the results are written; the normal exit is moments away
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
-
-from pathlib import Path
 
 from omnicli.commands.common import EXIT_USAGE, console, err_console
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -18,12 +17,16 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    RequestProgress,
     SetOption,
     console,
     err_console,
     resolve_profile,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+
+if TYPE_CHECKING:
+    from omnicli.synth_results import SynthSummary
 
 
 def synth(
@@ -87,7 +90,7 @@ def synth(
     with lock, session.signals():
         try:
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
-            session.phase = "done"
+            session.phase = Phase.DONE
             summary = session.write_summary()
         except OSError as exc:  # OUT itself became unwritable (disk full, removed): nothing more can be recorded
             err_console.print(f"[red]error:[/red] cannot write to {out}: {exc}")
@@ -100,10 +103,10 @@ def synth(
         raise typer.Exit(EXIT_INTERRUPTED)
     if session.engine_error:
         err_console.print(f"[red]engine error:[/red] {session.engine_error}")
-        if summary["this_run"]["left_pending"]:
+        if summary.this_run.left_pending:
             err_console.print("unfinished utterances are left pending: run the same command again to resume")
         raise typer.Exit(EXIT_ENGINE)
-    failed = summary["num_failed"] or summary["num_invalid_rows"]
+    failed = summary.num_failed or summary.num_invalid_rows
     raise typer.Exit(EXIT_SOME_FAILED if failed else EXIT_OK)
 
 
@@ -159,40 +162,36 @@ class _Session(EngineRunInterrupts):
                     self.engine_error = str(exc)
                     return
             console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
-            with _progress() as progress:
-                task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
-                totals = {"audio": 0.0, "failed": 0}
+            with RequestProgress(console, rate=True) as progress:
+                progress.start("synth", len(rows))
 
                 def on_result(result) -> None:
-                    totals["audio"] += result.audio_seconds
-                    totals["failed"] += result.status != "ok"
                     if result.status != "ok":
                         where = f"{self.manifest.path}:{result.line}"
                         reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
-                        progress.console.print(f"[red]failed[/red] {where} {result.utt}: {reason}", highlight=False)
+                        progress.note(f"[red]failed[/red] {where} {result.utt}: {reason}")
                     if result.retention_error:
-                        progress.console.print(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}", highlight=False)
-                    elapsed = progress.tasks[0].elapsed or 1e-9
-                    progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
+                        progress.note(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}")
+                    progress.done(failed=result.status != "ok", audio_seconds=result.audio_seconds)
 
-                self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
-                self.phase = "running"
+                self.run_obj = SynthRun(engine, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
+                self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
                     self.run_obj.stop.set()
                 await self.run_obj.run(rows)
             self.engine_error = self.run_obj.engine_error
         finally:
-            self.phase = "closing"
+            self.phase = Phase.CLOSING
             if engine is not None:
                 await engine.close()
 
-    def write_summary(self, locked: bool = False) -> dict:
-        from omnicli.synthesis import build_summary, write_summary
+    def write_summary(self, locked: bool = False) -> SynthSummary:
+        from omnicli.synthesis import build_synth_summary, write_summary
 
         if not locked:
             with self.save_lock:
                 return self.write_summary(locked=True)
-        summary = build_summary(
+        summary = build_synth_summary(
             self.manifest,
             self.out,
             self.run_obj,
@@ -208,29 +207,16 @@ class _Session(EngineRunInterrupts):
         return summary
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TextColumn("{task.fields[rate]:.2f} audio-s/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-
-
-def _print_summary(summary: dict, out: Path) -> None:
+def _print_summary(summary: SynthSummary, out: Path) -> None:
     table = Table(title=f"omni synth -> {out}", show_header=False)
-    run = summary["this_run"]
-    table.add_row("rows", str(summary["num_rows"]))
-    table.add_row("ok / failed / pending", f"{summary['num_ok']} / {summary['num_failed']} / {summary['num_pending']}")
-    table.add_row("invalid rows", str(summary["num_invalid_rows"]))
-    table.add_row("audio (all ok rows)", f"{summary['audio_seconds']:.2f} s")
-    table.add_row("this run", f"{run['attempted']} attempted in {run['wall_seconds']:.2f} s, {run['audio_throughput']:.2f} audio-s/s")
-    if summary.get("retention"):
-        table.add_row("retained", f"{summary['retention']['kept']} in {summary['retention']['dir']}")
-    table.add_row("profile", f"{summary['profile_name']} ({summary['profile_digest']})")
+    run = summary.this_run
+    table.add_row("rows", str(summary.num_rows))
+    table.add_row("ok / failed / pending", f"{summary.num_ok} / {summary.num_failed} / {summary.num_pending}")
+    table.add_row("invalid rows", str(summary.num_invalid_rows))
+    table.add_row("audio (all ok rows)", f"{summary.audio_seconds:.2f} s")
+    table.add_row("this run", f"{run.attempted} attempted in {run.wall_seconds:.2f} s, {run.audio_throughput:.2f} audio-s/s")
+    if summary.retention:
+        table.add_row("retained", f"{summary.retention.kept} in {summary.retention.dir}")
+    table.add_row("profile", f"{summary.profile_name} ({summary.profile_digest})")
     console.print(table)
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")

@@ -60,8 +60,6 @@ class CodecRunner:
             )
         if num_slots < 1 or max_chunk_frames < 1:
             raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
-        if capture_sizes and (min(capture_sizes) < 1 or list(capture_sizes) != sorted(set(capture_sizes))):
-            raise ValueError(f"codec.capture_sizes must be positive, ascending and unique, got {list(capture_sizes)}")
         self.decoder = decoder
         self.backend = backend
         self.num_slots = num_slots

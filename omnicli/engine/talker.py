@@ -16,12 +16,9 @@ from dataclasses import dataclass
 
 from omnicli.engine.request import EngineError
 from omnicli.orphans import OrphanGuard
+from omnicli.quiet import quiet_vllm
 
 log = logging.getLogger(__name__)
-
-# vLLM's own INFO/WARNING lines (set at its import, in this process and the
-# engine core) drown a CLI's output; users can still ask for them.
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 GiB = 1 << 30
 SHUTDOWN_TIMEOUT_S = 2.0  # vLLM waits this long for its engine core to exit, then kills it
@@ -90,8 +87,9 @@ class Talker:
 
     @classmethod
     async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int,
-                    stop_token_ids: list[int] | None = None) -> "Talker":
+                    stop_token_ids: list[int] | None = None) -> Talker:
         """Starts vLLM's engine for `model_path` with the profile's talker section `cfg`."""
+        quiet_vllm()  # before vLLM's first import
         from vllm.engine.arg_utils import AsyncEngineArgs
 
         kwargs = dict(
@@ -204,7 +202,7 @@ class Talker:
             llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
         # AsyncLLM.__del__ calls shutdown() again, which fails noisily when it
         # runs during interpreter teardown; it has nothing left to do.
-        llm.shutdown = lambda *args, **kwargs: None
+        llm.shutdown = lambda *_args, **_kwargs: None
         del llm
         gc.collect()
         if self._guard is not None:

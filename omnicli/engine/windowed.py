@@ -94,7 +94,12 @@ class WindowedRunner:
 
     @torch.no_grad()
     def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
-        """One chunk (frames incl. look-ahead unless last, K) per slot -> PCM of its new frames."""
+        """One chunk (frames incl. look-ahead unless last, K) per slot -> PCM of its new frames.
+
+        A step that raises changes no slot: every row's output and new slot
+        state is computed first and committed only when all rows succeeded,
+        so the codec stage can re-run a failed step's rows one at a time.
+        """
         last = list(last) if last is not None else [False] * len(chunks)
         self._check_step(slots, chunks, last)
         c = self.codec
@@ -106,7 +111,8 @@ class WindowedRunner:
             starts.append(len(hist))
             news.append(new)
         pcm = self._decode_grouped(windows)
-        out = []
+        out, updates = [], []
+        fade = c.overlap * self.hop
         for i, (slot, chunk, is_last) in enumerate(zip(slots, chunks, last)):
             a, n = starts[i] * self.hop, news[i] * self.hop
             audio = pcm[i][a : a + n].astype(np.float32, copy=True)
@@ -115,11 +121,14 @@ class WindowedRunner:
                 m = min(len(tail), len(audio))
                 w = self._fade_in[:m]
                 audio[:m] = tail[:m] * (1 - w) + audio[:m] * w
-            fade = c.overlap * self.hop
-            self._tail[slot] = None if is_last or not fade else pcm[i][a + n : a + n + fade].astype(np.float32, copy=True)
-            self._history[slot] = np.concatenate([self._history[slot], np.asarray(chunk[:news[i]], np.int64)])[-max(c.lookback, 1):]
-            self._pos[slot] += news[i]
+            next_tail = None if is_last or not fade else pcm[i][a + n : a + n + fade].astype(np.float32, copy=True)
+            history = np.concatenate([self._history[slot], np.asarray(chunk[: news[i]], np.int64)])[-max(c.lookback, 1) :]
+            updates.append((slot, next_tail, history, news[i]))
             out.append(audio)
+        for slot, next_tail, history, new in updates:  # nothing above raised: commit
+            self._tail[slot] = next_tail
+            self._history[slot] = history
+            self._pos[slot] += new
         return out
 
     def _decode_grouped(self, windows: list[np.ndarray]) -> list[np.ndarray]:

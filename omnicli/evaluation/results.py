@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
+from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
 # Status of one utterance. Only OK is scored.
@@ -99,6 +100,7 @@ def write_results(out_dir: str | os.PathLike, results: Iterable[UttResult], summ
         "\t".join(_tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
     )
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
     return {
         "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
         "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import soundfile as sf
@@ -25,7 +25,7 @@ from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, WINDOW_SAMPLES, A
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import UttResult
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
-from omnicli.retention import ASR_EMPTY, ASR_MISMATCH, Retainer
+from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +107,11 @@ class _Evaluator:
         if not score.hyp_norm.split():
             result.status = st.ASR_EMPTY
             result.error = "empty transcript"
-            result.reasons = [ASR_EMPTY]
+            result.reasons = [Reason.ASR_EMPTY]
         else:
             result.status = st.OK
             if score.wer > self.threshold:
-                result.reasons = [ASR_MISMATCH]
+                result.reasons = [Reason.ASR_MISMATCH]
         if result.reasons and self.retainer is not None:
             self.retain(result, clip)
 
@@ -269,7 +269,6 @@ def build_summary(
     profile_name: str | None = None,
     profile_digest: str | None = None,
     retainer: Retainer | None = None,
-    manifest_errors: Sequence[str] = (),
 ) -> dict:
     """The summary JSON: METRICS.md's keys plus how the numbers were obtained."""
     results = run.results
@@ -301,7 +300,6 @@ def build_summary(
         "num_retained": retainer.kept if retainer else 0,
         "retention_errors": retainer.errors if retainer else 0,
         "manifest": str(manifest) if manifest else None,
-        "manifest_errors": list(manifest_errors),
         "gen_dir": str(gen_dir) if gen_dir else None,
         "profile": profile_name,
         "profile_digest": profile_digest,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import yaml
 from pydantic import ValidationError

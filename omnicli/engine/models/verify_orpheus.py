@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from omnicli.engine.models import orpheus
-from omnicli.engine.models.snac_codec import SnacCodec, frames_to_snac, load_snac
+from omnicli.engine.models.snac_codec import SnacCodec, frames_to_snac
 from omnicli.engine.models.verify import STREAM_REL_BOUND, TEXTS, Check, boundary_jumps, max_abs
 from omnicli.engine.windowed import WindowedRunner, full_decode, stream_decode
 
@@ -45,7 +45,11 @@ def _reference_modules(snac_model):
     if importlib.util.find_spec("orpheus_tts") is None:
         return None
     original = snac.SNAC.from_pretrained
-    snac.SNAC.from_pretrained = classmethod(lambda cls, *a, **k: _PinnedSnac(snac_model))
+
+    def pinned(_cls, *_args, **_kwargs):  # whatever repo id it asks for, it gets our model
+        return _PinnedSnac(snac_model)
+
+    snac.SNAC.from_pretrained = classmethod(pinned)
     try:
         for name in [m for m in sys.modules if m == "orpheus_tts" or m.startswith("orpheus_tts.")]:
             del sys.modules[name]  # its decoder binds the model at import

@@ -44,7 +44,7 @@ class AsrSpec:
     model: str
 
     @classmethod
-    def parse(cls, text: str) -> "AsrSpec":
+    def parse(cls, text: str) -> AsrSpec:
         """`BACKEND` or `BACKEND:MODEL`; only the first ':' splits, so MODEL may be any path."""
         backend, sep, model = text.strip().partition(":")
         backend = backend.strip().lower()
