@@ -1,4 +1,4 @@
-"""Failed-audio retention (METRICS.md, "Failed-audio retention").
+"""Failed-audio retention (docs/metrics.md, "Failed-audio retention").
 
 `judge_audio` decides which audio-level reasons apply to one output; a
 `Retainer` keeps the suspect ones as `failed_speech_<sha16>.wav` + `.json`
@@ -39,7 +39,7 @@ FILE_PREFIX = "failed_speech_"
 class Reason(str, Enum):
     """Why an output is suspect; the values are what results rows and sidecars store."""
 
-    # Audio-level reasons, in the documented order (judge_audio keeps it).
+    # Audio-level reasons, in the order docs/metrics.md lists them (judge_audio keeps it).
     ERROR = "error"
     EMPTY = "empty"
     NEAR_SILENT = "near_silent"

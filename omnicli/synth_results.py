@@ -57,7 +57,7 @@ class ThisRun(BaseModel):
     attempted: int
     ok: int
     failed: int
-    left_pending: list[str] = Field(description="Cut off by a stop or an engine failure; a resume retries them.")
+    left_pending: list[str] = Field(description="Cut off by a stop, an engine failure or an output folder that could not be written; a resume retries them.")
     wall_seconds: float
     audio_seconds: float
     audio_throughput: float = Field(description="audio_seconds / wall_seconds of this run.")
@@ -89,7 +89,8 @@ class SynthSummary(BaseModel):
     num_pending: int
     audio_seconds: float = Field(description="Total audio of every ok row.")
     interrupted: bool
-    engine_error: str | None
+    engine_error: str | None = Field(description="Why the engine stopped serving; null after a stop the user asked for.")
+    output_error: str | None = Field(None, description="Why OUT could not be written (disk full, I/O error): the run stopped, unfinished rows are pending.")
     this_run: ThisRun
     retention: RetentionTotals | None
     invalid_rows: list[str] = Field(description="`file:line: reason` of each row that could not be read.")

@@ -8,13 +8,16 @@ one killed with SIGKILL, never leaves a torn wav or line.
 
 A request that fails is recorded as failed; when the engine itself fails
 (a stage died or stopped responding) the requests it took down are left
-pending instead, so that a resume retries them.
+pending instead, so that a resume retries them. The same holds when OUT
+cannot be written (disk full, I/O error): that is not a property of the
+utterance, so the run stops admitting rows and leaves the rest pending.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import os
@@ -51,6 +54,20 @@ class SynthPlan:
     failed_before: list[str]  # utts that failed earlier and are not retried
     changed: list[str] = field(default_factory=list)  # finished earlier from a different input: redone
     other_profiles: set[str] = field(default_factory=set)  # digests of earlier rows made with another profile
+
+
+# OSErrors that belong to one output file's name rather than to the folder or its disk.
+_ONE_FILE_ERRNOS = frozenset({errno.EISDIR, errno.ENAMETOOLONG})
+
+
+def is_output_fault(exc: OSError) -> bool:
+    """True when writing into OUT failed for a reason every later write shares (disk
+    full, quota, read-only, I/O error, folder gone), not one file's own problem."""
+    return exc.errno not in _ONE_FILE_ERRNOS
+
+
+class OutputUnwritable(OSError):
+    """OUT cannot be written (disk full, I/O error): the run stops, the rest stays pending."""
 
 
 class OutputBusy(RuntimeError):
@@ -151,7 +168,12 @@ def plan_run(
 
 def tidy_out_dir(out_dir: Path) -> int:
     """Removes temp files left by a killed run and rewrites results.jsonl with one row per
-    utterance (its latest). Call only while holding the OutputLock. Returns files removed."""
+    utterance (its latest). Call only while holding the OutputLock. Returns files removed.
+
+    A torn last line (a crash mid-write) is cut off first, in place: that needs no
+    free space, so the file is valid JSONL again even on a full disk. The rewrite
+    that follows (duplicates, damaged lines) raises OSError when it cannot be written.
+    """
     removed = 0
     if not out_dir.is_dir():
         return 0
@@ -161,10 +183,35 @@ def tidy_out_dir(out_dir: Path) -> int:
             removed += 1
     results = out_dir / RESULTS
     if results.exists():
+        cut_torn_tail(results)
         text = "".join(r.to_line() + "\n" for r in last_results(out_dir).values())
-        if results.read_bytes() != text.encode("utf-8"):  # duplicates, a torn tail or damaged lines
+        if results.read_bytes() != text.encode("utf-8"):  # duplicates or damaged lines
             write_text_atomic(results, text)
     return removed
+
+
+def cut_torn_tail(path: Path) -> bool:
+    """Truncates `path` after its last newline; True when there was a torn line to cut."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return False
+        end = size
+        while end > 0:  # look back for the last newline, a block at a time
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            if block.endswith(b"\n") and end == size:
+                return False
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        f.truncate(end)
+        f.flush()
+        os.fsync(f.fileno())
+        return True
 
 
 class SynthRun:
@@ -176,7 +223,9 @@ class SynthRun:
     `stop` (an asyncio.Event; set it on the run's loop) stops admitting
     rows; requests in flight then get `grace_s` to finish before they are
     cancelled and left pending. When the engine fails as a whole, the run
-    stops at once and `engine_error` says why.
+    stops at once and `engine_error` says why. When OUT cannot be written
+    (disk full, I/O error), `output_error` says so and the run stops like
+    on `stop`; the row that hit it, and every row not written, stays pending.
     """
 
     def __init__(
@@ -202,8 +251,10 @@ class SynthRun:
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
         self.results: list[SynthResult] = []
         self.engine_error: str | None = None
-        self.left_pending: list[str] = []  # in flight when stopped, or taken down by an engine failure
+        self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
+        self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
+        self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
 
     async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -212,10 +263,17 @@ class SynthRun:
             with JsonlAppender(self.out_dir / RESULTS) as results:
 
                 def sink(record: RequestRecord) -> None:
-                    result = self._finish(record)
-                    results.append(result.model_dump(mode="json"))  # after the wav is in place
-                    self.results.append(result)
-                    self.on_result(result)
+                    if self.output_error is None:
+                        try:
+                            result = self._finish(record)
+                            results.append(result.model_dump(mode="json"))  # after the wav is in place; whole or absent
+                        except OSError as exc:  # not this utterance's fault: stop, leave it pending
+                            self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
+                        else:
+                            self.results.append(result)
+                            self.on_result(result)
+                            return
+                    self._unwritten.append(record.utt)
 
                 driven = await drive(
                     self.engine, [self._prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
@@ -224,9 +282,13 @@ class SynthRun:
         finally:
             tidy_out_dir(self.out_dir)
         self.engine_error = driven.engine_error
-        self.left_pending = driven.left_pending
+        self.left_pending = driven.left_pending + self._unwritten
         self.wall_seconds = driven.wall_seconds
         return self.results
+
+    def _output_failed(self, message: str) -> None:
+        self.output_error = message
+        self.stop.set()  # nothing new is submitted; requests in flight are not written
 
     def _prompt(self, row: ManifestRow) -> Prompt:
         seed = utterance_seed(self.resolved.profile.seed, row.utt)
@@ -271,6 +333,8 @@ class SynthRun:
                 write_wav_atomic(self.out_dir / f"{row.utt}.wav", pcm, sr)
                 result.status, result.wav = Status.OK, f"{row.utt}.wav"
             except OSError as exc:
+                if is_output_fault(exc):  # every later row would fail the same way
+                    raise OutputUnwritable(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}") from exc
                 error = f"could not write {self.out_dir / (row.utt + '.wav')}: {exc}"
         result.error = error
         if self.retainer is not None and result.flags:
@@ -296,6 +360,7 @@ def build_synth_summary(
     limit: int | None = None,
     interrupted: bool = False,
     engine_error: str | None = None,
+    output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
 ) -> SynthSummary:
@@ -318,7 +383,10 @@ def build_synth_summary(
         num_pending=len(rows) - len(ok) - len(failed),
         audio_seconds=round(sum(r.audio_seconds for r in ok), 3),
         interrupted=interrupted,
-        engine_error=engine_error or (run.engine_error if run else None),
+        # A stop the user asked for is not an engine error, though it may look like one
+        # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
+        engine_error=None if interrupted else engine_error or (run.engine_error if run else None),
+        output_error=output_error,
         this_run=ThisRun(
             attempted=len(this_run),
             ok=sum(r.status == Status.OK for r in this_run),

@@ -20,7 +20,7 @@ from omnicli.retention import Retainer
 
 SR = 1000
 
-# The keys a run must carry (METRICS.md "Benchmark" + the additions).
+# The keys a run must carry (docs/metrics.md "Benchmark" + the additions).
 REQUIRED = [
     "duration", "completed", "failed", "num_nonempty_audio", "request_throughput", "audio_throughput",
     "max_concurrency", "request_rate", "num_prompts", "profile", "profile_digest", "model", "device",

@@ -14,14 +14,14 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.commands.common import EXIT_USAGE
+from omnicli.datasets import demo_manifest_path
 from omnicli.engine.models import check_checkpoints, orpheus
 from omnicli.engine.models.checkpoints import CheckpointMissing, locate
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
 from omnicli.engine.windowed import WindowChunker, WindowedRunner, full_decode, stream_decode
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
-DEMO = REPO / "datasets" / "demo" / "meta.lst"
+DEMO = demo_manifest_path()
 HAVE_REFERENCE = importlib.util.find_spec("orpheus_tts") is not None
 
 

@@ -274,6 +274,72 @@ def test_empty_file_is_all_defaults(tmp_path):
     assert resolved.origins.keys() == set(leaf_keys())
 
 
+# ------------------------------------------------------------ hostile YAML
+
+
+def _alias_bomb(kind: str, levels: int = 10, width: int = 10) -> str:
+    """Under 1 KB; `levels` x `width` aliases describe width**levels values."""
+    if kind == "mapping":
+        lines = ["a0: &a0 {k: v}"]
+        lines += [f"a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(width)) + "}" for i in range(1, levels + 1)]
+    else:
+        lines = ["a0: &a0 [x]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join(f"*a{i - 1}" for _ in range(width)) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines + [f"model_options: {{bomb: *a{levels}}}"]) + "\n"
+
+
+@pytest.mark.parametrize("kind", ["mapping", "list"])
+def test_yaml_alias_bomb_is_rejected_before_it_expands(tmp_path, kind):
+    # A real `omni profiles validate` under a 1 GiB address-space cap: before the
+    # fix it grew past 6 GB (mapping aliases) or never finished (list aliases).
+    import resource
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "bomb.yaml", _alias_bomb(kind))
+    assert path.stat().st_size < 2048
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnicli", "profiles", "validate", str(path), "--platform", "cpu"],
+        capture_output=True, text=True, timeout=120, preexec_fn=cap_memory, env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "bomb.yaml:" in proc.stdout and "more than 10000 values once aliases are expanded" in proc.stdout
+
+
+def test_small_anchors_and_aliases_still_work(tmp_path):
+    path = write(tmp_path, "a.yaml", "talker: &t {threads: 2}\nmodel_options: {a: &v [1, 2], b: *v}\n")
+    assert load_profile(path, platform="cpu").profile.model_options == {"a": [1, 2], "b": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model_options: " + "{a: " * 500 + "1" + "}" * 500 + "\n", "deep.yaml:1: nested more than 32 levels deep"),
+        ("seed: 1\nmodel_options:\n" + "".join("  " * i + "a:\n" for i in range(1, 300)) + "  " * 300 + "b: 1\n",
+         "deep.yaml:34: nested more than 32 levels deep"),
+        ("model_options: &x {a: *x}\n", "deep.yaml:1: alias *x refers to a value that contains it"),
+    ],
+    ids=["flow", "block", "recursive"],
+)
+def test_deep_nesting_is_a_profile_error_naming_the_file(tmp_path, text, expected):
+    # Was RecursionError (a 1,107-line traceback, exit 1).
+    path = write(tmp_path, "deep.yaml", text)
+    assert expected in error_of(path, platform="cpu")
+    result = invoke("validate", str(path), "--platform", "cpu")
+    assert result.exit_code == 2 and expected in result.output
+
+
+def test_hostile_set_values_are_rejected():
+    deep = "model_options=" + "{a: " * 500 + "1" + "}" * 500
+    assert "--set model_options: nested more than 32 levels deep" in error_of("default", [deep], platform="cpu")
+    bomb = "model_options=" + _alias_bomb("list").replace("\n", ", ").replace("model_options: ", "").join("{}")
+    assert "--set model_options: more than 10000 values" in error_of("default", [bomb], platform="cpu")
+
+
 # ------------------------------------------------------------------- --set
 
 

@@ -4,9 +4,9 @@
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 8)], warmup_requests=2)
     session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, Engine.start)
     results = asyncio.run(session.run())
-    runs = [build_run(r) for r in results]   # METRICS.md keys
+    runs = [build_run(r) for r in results]   # docs/metrics.md keys
 
-Metric definitions: docs/bench.md and the design's METRICS.md ("Benchmark").
+Metric definitions: docs/bench.md and docs/metrics.md ("Benchmark").
 """
 
 from omnicli.benchmark.metrics import distribution, summarize

@@ -1,4 +1,4 @@
-"""Benchmark formulas of METRICS.md ("Benchmark"): pure functions on timings.
+"""Benchmark formulas of docs/metrics.md ("Benchmark"): pure functions on timings.
 
 Everything here works on `perf_counter()` seconds and sample counts, so the
 formulas can be checked by hand on synthetic timings. Names and units follow
@@ -106,6 +106,8 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         "num_ref_hot": sum(1 for r in records if r.ref_cache == "hot"),
         "num_ref_cold": sum(1 for r in records if r.ref_cache == "cold"),
         "total_audio_duration_s": total_audio,
+        "total_input_tokens": sum(r.prompt_tokens for r in ok),
+        "total_output_tokens": sum(r.output_tokens for r in ok),
         "request_throughput": len(ok) / total_duration if total_duration > 0 else 0.0,
         "audio_throughput": total_audio / total_duration if total_duration > 0 else 0.0,
     }

@@ -1,8 +1,8 @@
-"""Benchmark results: the JSON result (METRICS.md keys), Rich tables, A/B ratios.
+"""Benchmark results: the JSON result (docs/metrics.md keys), Rich tables, A/B ratios.
 
 A result file holds every pass of one invocation:
 `{"omni_version", "started_at", "runs": [...], "comparisons": [...]}`; each
-run is a flat dict with the keys of METRICS.md, named as vLLM-Omni's
+run is a flat dict with the keys of docs/metrics.md, named as vLLM-Omni's
 `bench serve` names them, so `runs[i]["mean_audio_ttfp_ms"]` reads the same
 number both tools report.
 """
@@ -88,7 +88,7 @@ def build_run(
     machine: dict | None = None,
     extra: dict | None = None,
 ) -> dict:
-    """The flat result dict of one pass (METRICS.md keys)."""
+    """The flat result dict of one pass (docs/metrics.md keys)."""
     resolved = result.profile.profile
     stats = result.stats.to_dict()
     run: dict[str, Any] = {

@@ -53,6 +53,8 @@ class BenchRun(BaseModel):
     num_ref_hot: int
     num_ref_cold: int
     total_audio_duration_s: float
+    total_input_tokens: int = Field(description="Talker prompt tokens of the completed requests (vLLM's input tokens).")
+    total_output_tokens: int = Field(description="Talker tokens the completed requests generated (vLLM's output tokens).")
     request_throughput: float
     audio_throughput: float = Field(description="Audio seconds per wall second.")
     talker_tokens: int

@@ -1,23 +1,39 @@
-"""Options and helpers shared by every command."""
+"""Options and helpers shared by every command.
+
+Chatter and progress always go to stderr (stdout keeps results):
+- `progress_bar`: Rich's live bar on a terminal, plain lines every few
+  seconds without one (`omnicli.commands.progress`), nothing with --quiet;
+  `RequestProgress` is the one progress observer of the commands that drive
+  requests;
+- `note` / `status`: status lines and spinners, silent with --quiet;
+- `--verbose`: the library's INFO logs too (engine start-up, ASR loading).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from omnicli.commands.progress import PlainProgress
+
 console = Console()
 err_console = Console(stderr=True)
 
 # Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
 # 2 bad usage or input (typer's own), 3 the engine could not start or died,
-# 130 interrupted by Ctrl-C / SIGTERM.
+# 4 the output folder could not be written (disk full, I/O error): stopped,
+# unfinished work left pending, 130 interrupted by Ctrl-C / SIGTERM / SIGHUP.
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENGINE = 3
+EXIT_OUTPUT_IO = 4
 EXIT_INTERRUPTED = 130
 
 ProfileOption = Annotated[
@@ -25,7 +41,7 @@ ProfileOption = Annotated[
     typer.Option(
         "--profile",
         "-p",
-        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file.",
+        help="Preset name (see `omni profiles list`) or path to a YAML file.",
         show_default="default",
     ),
 ]
@@ -37,6 +53,46 @@ SetOption = Annotated[
         help="Override one profile key, e.g. --set codec.max_num_seqs=32 (repeatable).",
     ),
 ]
+
+
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")]
+
+
+class _Verbosity:
+    quiet = False
+    verbose = False
+
+
+VERBOSITY = _Verbosity()
+
+
+def set_verbosity(quiet: bool, verbose: bool) -> None:
+    """Applies --quiet / --verbose for this command (exclusive: both is a usage error)."""
+    if quiet and verbose:
+        err_console.print("[red]error:[/red] --quiet and --verbose exclude each other")
+        raise typer.Exit(EXIT_USAGE)
+    VERBOSITY.quiet, VERBOSITY.verbose = quiet, verbose
+    level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    logging.getLogger("omnicli").setLevel(level)
+
+
+def note(message: str) -> None:
+    """A status line on stderr (engine ready, resuming, ...); silent with --quiet."""
+    if not VERBOSITY.quiet:
+        err_console.print(message, highlight=False)
+
+
+def status(message: str):
+    """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
+    if VERBOSITY.quiet:
+        return contextlib.nullcontext()
+    if err_console.is_terminal:
+        return err_console.status(message)
+    err_console.print(message, highlight=False)
+    return contextlib.nullcontext()
 
 
 def resolve_profile(profile: str | None, sets: list[str] | None):
@@ -62,12 +118,28 @@ def resolve_profile(profile: str | None, sets: list[str] | None):
     return resolved
 
 
-def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:
-    """The progress bar every command shows: description, bar, done/total, failures, `extra`, times.
+def require_folder(path: Path | None, option: str) -> None:
+    """Exit 2 with one line when an output folder option names a file (or lies
+    under one), before any work is done, instead of failing at the end with
+    `[Errno 17] File exists`."""
+    if path is None:
+        return
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "" if probe == Path(path) else f" ({probe} is a file)"
+        err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
 
-    Tasks need a `failed` field (`progress.add_task(..., failed=0)`).
+
+def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:
+    """The progress every command shows: description, bar, done/total, failures, `extra`, times.
+
+    A live bar when `out` is a terminal, plain lines without one, nothing
+    with --quiet. Tasks need a `failed` field (`progress.add_task(..., failed=0)`).
     """
-    return Progress(
+    columns = (
         TextColumn("[bold blue]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -75,8 +147,12 @@ def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "fail
         *extra,
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=out,
     )
+    if VERBOSITY.quiet:
+        return Progress(*columns, console=out, disable=True)
+    if out.is_terminal:
+        return Progress(*columns, console=out)
+    return PlainProgress(*columns, console=out)
 
 
 class RequestProgress:
@@ -86,7 +162,7 @@ class RequestProgress:
     failures, with audio-s/s when `rate` is set; `note` prints above it.
     """
 
-    def __init__(self, out: Console, *, rate: bool = False):
+    def __init__(self, out: Console = err_console, *, rate: bool = False):
         extra = (TextColumn("{task.fields[rate]:.2f} audio-s/s"),) if rate else ()
         self.bar = progress_bar(out, *extra)
         self._task = None
@@ -114,9 +190,12 @@ class RequestProgress:
         self.bar.update(self._task, advance=1, failed=self._failed, rate=self._audio_s / elapsed)
 
     def end(self) -> None:
+        if self._task is not None:
+            self.bar.stop_task(self._task)  # without a terminal: the phase's last line now
         self._task = None
 
     def note(self, message: str) -> None:
+        """A line above the bar (a failed row, a retention error): printed even with --quiet."""
         self.bar.console.print(message, highlight=False)
 
     def stop(self) -> None:

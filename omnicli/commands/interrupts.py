@@ -1,7 +1,8 @@
-"""The Ctrl-C / SIGTERM policy shared by the commands that run the engine."""
+"""The Ctrl-C / SIGTERM / SIGHUP policy shared by the commands that run the engine."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -48,6 +49,7 @@ class EngineRunInterrupts:
         """Records what is finished; runs on the signal thread with `save_lock` held."""
 
     def signals(self) -> StopSignals:
+        quiet_resource_tracker()
         return StopSignals(self.on_first_signal, self.force_exit)
 
     def on_first_signal(self, sig: signal.Signals) -> None:
@@ -64,6 +66,7 @@ class EngineRunInterrupts:
             return  # the results are written; the normal exit is moments away
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:
+            logging.disable(logging.CRITICAL)  # vLLM's front-end logs its dead engine core: noise now
             terminate_children(grace_s=1.0)
             # Held until exit, so the main thread is never cut off in the middle of its own write.
             if self.save_lock.acquire(timeout=5.0):
@@ -72,3 +75,18 @@ class EngineRunInterrupts:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
+
+
+# The message of multiprocessing's resource tracker at its exit, when it unlinks
+# semaphores whose owner never did.
+_TRACKER_LEAK_WARNING = "ignore:resource_tracker:UserWarning"
+
+
+def quiet_resource_tracker() -> None:
+    """A forced exit kills vLLM's engine core (SIGKILL after 1 s), so its multiprocessing
+    semaphores are never unlinked by it; the shared resource tracker process unlinks
+    them and would print "There appear to be 1 leaked semaphore objects" after the
+    command has ended. The tracker starts with our interpreter's -W options (when
+    vLLM starts its engine core): call this before the engine starts."""
+    if _TRACKER_LEAK_WARNING not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_LEAK_WARNING)  # read by child interpreters only, not by this one

@@ -42,7 +42,7 @@ def build_tiny(
     from omnicli.engine.models.families import build_tiny as build
 
     try:
-        with console.status(f"building {family} into {dest}"):
+        with err_console.status(f"building {family} into {dest}"):
             info = build(family, dest, seed=seed, real_size=real_size)
     except (ValueError, FileExistsError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
@@ -58,7 +58,7 @@ def build_model(
     """Build omni-tiny into the cache now (otherwise it happens on first use)."""
     from omnicli.engine.models import omni_tiny
 
-    with console.status("building omni-tiny"):
+    with err_console.status("building omni-tiny"):
         path = omni_tiny.build(force=force)
     info = json.loads((path / "BUILD_OK").read_text())
     console.print(f"[green]omni-tiny[/green] at {path}")
@@ -82,7 +82,7 @@ def verify(
 
     try:
         check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
-        with console.status(f"verifying {family} at {checkpoint}"):
+        with err_console.status(f"verifying {family} at {checkpoint}"):
             checks = run(family, checkpoint, seed=seed)
     except (ValueError, CheckpointMissing) as exc:
         err_console.print("[red]error:[/red]")

@@ -2,7 +2,7 @@
 
 A record holds what one request did: submission time, each chunk's arrival
 and size, its audio (when kept) and outcome. The per-request timing
-formulas (METRICS.md's audio_ttfp, e2el, audio_rtf, audio_underrun) live
+formulas (docs/metrics.md: audio_ttfp, e2el, audio_rtf, audio_underrun) live
 here beside it; the aggregates over many records are in
 `omnicli.benchmark.metrics`.
 """
@@ -61,7 +61,7 @@ def audio_rtf(e2el: float, duration: float) -> float | None:
 
 
 def audio_underrun(chunk_times: Sequence[float], chunk_durations: Sequence[float]) -> float:
-    """Total playback gap once playback has started (METRICS.md cursor rule).
+    """Total playback gap once playback has started (docs/metrics.md, cursor rule).
 
     Playback starts with the first chunk holding audio; chunks without audio
     (an empty terminal message) have nothing to play and are skipped.
@@ -105,6 +105,16 @@ class RequestRecord:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Talker prompt length (what vLLM counts as input tokens)."""
+        return self.info.prompt_tokens if self.info is not None else 0
+
+    @property
+    def output_tokens(self) -> int:
+        """Talker tokens generated (what vLLM counts as output tokens)."""
+        return self.info.talker_tokens if self.info is not None else 0
 
     @property
     def num_samples(self) -> int:

@@ -32,6 +32,7 @@ from omnicli.engine.chunker import Chunker
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
+from omnicli.engine.memory import check_kv_cache_fits
 from omnicli.engine.models import load_model
 from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
@@ -101,6 +102,7 @@ class Engine:
         cfg = profile.codec
         device = "cuda" if resolved.platform == "cuda" else "cpu"
         loop = asyncio.get_running_loop()
+        check_kv_cache_fits(profile.talker.kv_cache_space_gb, resolved.platform)  # before loading anything
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="omni-ref-encoder")
         talker = codec = None
         try:

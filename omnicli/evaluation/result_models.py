@@ -31,6 +31,7 @@ class EvalSummary(BaseModel):
     num_scored: int
     num_missing: int
     num_failed: int
+    num_empty_transcripts: int = Field(description="Empty transcripts, scored as WER 1.0 (seed-tts-eval's rule).")
     missing: list[str]
     failed: list[EvalFailure]
     num_above_threshold: int

@@ -143,7 +143,7 @@ class CodecStageConfig(BaseModel):
 
 
 class RetentionConfig(BaseModel):
-    """Thresholds that classify delivered audio as suspect (see METRICS.md)."""
+    """Thresholds that classify delivered audio as suspect (see docs/metrics.md)."""
 
     model_config = _STRICT
 
