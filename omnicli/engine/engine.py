@@ -95,7 +95,7 @@ class Engine:
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
             runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
             scheduler = CodecScheduler(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
-            refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
+            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
             holder: list[Engine] = []
             codec = CodecStage(
                 runner,

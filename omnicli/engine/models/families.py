@@ -31,21 +31,22 @@ def family_status(name: str, model_path: str | None = None, codec_path: str | No
     return FamilyStatus(name, MODELS[name], parts)
 
 
-TINY_FAMILIES = ("orpheus",)
+TINY_FAMILIES = ("orpheus", "neutts-air")
 
 
 def build_tiny(name: str, dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     """Writes dest/talker and dest/codec (random weights, published layout), atomically."""
     if name not in TINY_FAMILIES:
         raise ValueError(f"build-tiny knows {', '.join(TINY_FAMILIES)}; got {name!r}")
-    from omnicli.engine.models import orpheus
+    from omnicli.engine.models import neutts, orpheus
 
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} exists and is not empty; choose a new folder")
     tmp = dest.parent / f".{dest.name}.building"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    info = orpheus.build_tiny(tmp, seed=seed, real_size=real_size)
+    builder = {"orpheus": orpheus.build_tiny, "neutts-air": neutts.build_tiny}[name]
+    info = builder(tmp, seed=seed, real_size=real_size)
     info.update(seed=seed, real_size=real_size)
     (tmp / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
     if dest.exists():
