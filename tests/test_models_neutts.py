@@ -135,6 +135,11 @@ def test_reference_encodes_at_16khz_to_50_frames_per_second(adapter):
     assert len(np.unique(codes)) > 1  # random weights that still depend on the input
 
 
+def test_streaming_uses_the_reference_window_and_cross_fade(adapter):
+    c = adapter.codec
+    assert (c.lookback, c.lookahead, c.overlap, neutts.CHUNK_FRAMES) == (51, 5, 2, 25)
+
+
 def test_streaming_matches_the_reference_scheme_shape_and_batches_exactly(adapter):
     codes = np.random.default_rng(1).integers(0, 65536, (70, 1))
     full = full_decode(adapter.codec, codes)
@@ -159,6 +164,7 @@ def test_verify_passes_on_the_tiny_checkpoint(tiny):
     assert "0 mismatched" in result.output and "full decode vs" in result.output
     if HAVE_REFERENCE:
         assert "0 skipped" in result.output and "3/3 prompts identical" in result.output
+        assert "over the 75 frames of the non-final chunks (float tolerance 1e-5)" in result.output
 
 
 @pytest.mark.skipif(not HAVE_REFERENCE, reason="neutts (the reference) is not installed")

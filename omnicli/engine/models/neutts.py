@@ -16,9 +16,13 @@ as the reference does when it parses the generated text.
 Reference audio and its transcript are required: the reference audio is
 encoded by NeuCodec at 16 kHz; its codes start the speech.
 
-Codec streaming follows the reference package's scheme: chunks of 25
-frames decoded with 50 frames of look-back and 5 of look-ahead, one frame
-cross-faded linearly at each chunk boundary.
+Codec streaming follows the reference package's scheme (`streaming_*`
+constants of its decoder): chunks of 25 frames, each decoded in a window
+of 51 frames of look-back (its 50 + its 1 overlap frame) and 5 of
+look-ahead; it keeps the chunk plus one overlap frame on each side and
+overlap-adds them with triangular weights, which at each boundary is a
+linear cross-fade over 2 frames (960 samples) with fade-in weights
+(j + 1) / 961: exactly the windowed runner's cross-fade with `overlap=2`.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ LANGUAGE = "en-us"  # the reference package's language for neuphonic/neutts-air
 # context is 2048 tokens, prompt included.
 SAMPLING = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
 MAX_CONTEXT = 2048
-CHUNK_FRAMES, LOOKBACK_FRAMES, LOOKAHEAD_FRAMES, OVERLAP_FRAMES = 25, 50, 5, 1
+CHUNK_FRAMES, LOOKBACK_FRAMES, LOOKAHEAD_FRAMES, OVERLAP_FRAMES = 25, 51, 5, 2  # see the module docstring
 MAX_TEXT_BYTES = 1000
 MAX_REF_SECONDS = 15.0
 

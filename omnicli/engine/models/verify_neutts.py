@@ -160,14 +160,14 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     diff = max_abs(full, theirs)
     checks.append(Check(name, "ok" if diff <= 1e-5 else "mismatch", f"max abs diff {diff:.2e} over {len(full)} samples"))
 
-    # 5. Streaming (25-frame chunks, 50 look-back, 5 look-ahead, 1-frame cross-fade). NeuCodec's decoder
+    # 5. Streaming (25-frame chunks, 51 look-back, 5 look-ahead, 2-frame cross-fade). NeuCodec's decoder
     # attends over its whole window, so no window scheme is bit-exact against a full decode; the bound is
     # the reference's own streaming scheme: ours may differ from the full decode by at most
     # STREAM_SLACK x what the reference scheme does on the same codes (its figure is printed too).
     peak = float(np.max(np.abs(full))) or 1.0
     hop = codec.hop
     # The reference's last chunk starts one frame early (its output is one frame longer): compare before it.
-    n = (n_frames - neutts.LOOKAHEAD_FRAMES - 1) // neutts.CHUNK_FRAMES * neutts.CHUNK_FRAMES * hop
+    n = (n_frames - neutts.LOOKAHEAD_FRAMES) // neutts.CHUNK_FRAMES * neutts.CHUNK_FRAMES * hop  # audio of the non-final chunks
     theirs = reference_stream(ref, codes) if ref is not None else None
     ref_vs_full = max_abs(theirs[:n], full[:n]) if theirs is not None else None
     sizes = [neutts.CHUNK_FRAMES]
@@ -190,10 +190,11 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     else:
         ours_s = stream_decode(codec, codes, [neutts.CHUNK_FRAMES])
         diff = max_abs(ours_s[:n], theirs[:n])
-        ok = diff <= STREAM_SLACK * ref_vs_full + 1e-6
-        checks.append(Check("streaming vs neutts streaming decoder", "ok" if ok else "mismatch",
-                            f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak) over the first {n // hop} frames;"
-                            f" lengths {len(ours_s)} vs {len(theirs)} samples"))
+        tail = float(np.max(np.abs(ours_s[n:] - theirs[n : len(ours_s)]))) if len(theirs) >= len(ours_s) > n else float("nan")
+        checks.append(Check("streaming vs neutts streaming decoder", "ok" if diff <= 1e-5 else "mismatch",
+                            f"max abs diff {diff:.2e} over the {n // hop} frames of the non-final chunks (float tolerance 1e-5)",
+                            f"final chunk: the reference starts it one frame early ({len(theirs) - len(ours_s)} samples longer"
+                            f" output); we do not, max abs diff there {tail:.4f}"))
 
     # 6. Batched streaming equals one request at a time.
     runner = WindowedRunner(codec, 3, max_chunk_frames=neutts.CHUNK_FRAMES)
