@@ -77,6 +77,7 @@ def test_models_list_shows_neutts(tiny):
     result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")],
                            env={"COLUMNS": "300"})
     assert result.exit_code == 0 and "neutts-air" in result.output
+    assert "espeak-ng + phonemizer" in result.output and "yes: phonemizer + espeak-ng" in result.output
 
 
 # -- frontend, prompt, tokens ----------------------------------------------------------
@@ -138,6 +139,37 @@ def test_reference_encodes_at_16khz_to_50_frames_per_second(adapter):
 def test_streaming_uses_the_reference_window_and_cross_fade(adapter):
     c = adapter.codec
     assert (c.lookback, c.lookahead, c.overlap, neutts.CHUNK_FRAMES) == (51, 5, 2, 25)
+
+
+def _triangular_overlap_add_stream(codec, codes, chunk=25, lookback=50, lookahead=5, overlap=1):
+    """The reference package's streaming scheme, restated from its description (non-final chunks only):
+    each chunk at frame n decodes [n - lookback - overlap, n + chunk + lookahead), keeps frames
+    [n, n + chunk + 2 * overlap), and the kept segments are overlap-added with triangular weights."""
+    hop, segs, n = codec.hop, [], 0
+    while len(codes) - n >= chunk + lookahead:
+        start = max(n - lookback - overlap, 0)
+        pcm = full_decode(codec, codes[start : n + chunk + lookahead])
+        segs.append(pcm[(n - start) * hop : (n - start + chunk + 2 * overlap) * hop])
+        n += chunk
+    size = (len(segs) - 1) * chunk * hop + len(segs[-1])
+    out, weight = np.zeros(size), np.zeros(size)
+    for i, seg in enumerate(segs):
+        t = np.linspace(0, 1, len(seg) + 2)[1:-1]
+        w = 0.5 - np.abs(t - 0.5)
+        out[i * chunk * hop : i * chunk * hop + len(seg)] += w * seg
+        weight[i * chunk * hop : i * chunk * hop + len(seg)] += w
+    return (out / weight)[: len(segs) * chunk * hop]
+
+
+def test_streaming_equals_the_triangular_overlap_add_scheme(adapter):
+    codes = np.random.default_rng(2).integers(0, 65536, (110, 1))
+    theirs = _triangular_overlap_add_stream(adapter.codec, codes)
+    ours = stream_decode(adapter.codec, codes, [25])
+    assert len(theirs) == 100 * 480  # four non-final chunks
+    assert np.max(np.abs(ours[: len(theirs)] - theirs)) < 1e-5
+    # A 1-frame cross-fade (the reference's "overlap 1" read literally) is measurably different.
+    one = type(adapter.codec)(adapter.codec.model, adapter.codec.encoder.features, lookback=51, lookahead=5, overlap=1)
+    assert np.max(np.abs(stream_decode(one, codes, [25])[: len(theirs)] - theirs)) > 1e-3
 
 
 def test_streaming_matches_the_reference_scheme_shape_and_batches_exactly(adapter):

@@ -28,6 +28,10 @@ def family_status(name: str, model_path: str | None = None, codec_path: str | No
         value = model_path if spec.profile_key == "model_path" else codec_path
         present, where = status(spec, value)
         parts.append((f"{spec.profile_key} ({value or spec.default_repo})", present, where))
+    if name == "neutts-air":  # its text frontend is an optional (GPL-3.0) install
+        from omnicli.engine.models import phonemes
+
+        parts.append(("espeak-ng + phonemizer", *phonemes.status()))
     return FamilyStatus(name, MODELS[name], parts)
 
 

@@ -47,3 +47,15 @@ class Phonemizer:
         with self._lock:
             phones = self._backend.phonemize([text])[0]
         return " ".join(phones.split())
+
+
+def status() -> tuple[bool, str]:
+    """(usable, what) of the frontend, for `omni models list`."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("phonemizer") is None:
+        return False, "phonemizer not installed (pip install 'omnicli[neutts]')"
+    if shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
+        return False, "espeak-ng not installed (apt-get install espeak-ng)"
+    return True, "phonemizer + espeak-ng"
