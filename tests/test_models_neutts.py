@@ -210,6 +210,17 @@ def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     assert checks["prompt ids vs neutts"].figure == "0/3 prompts identical"
 
 
+def test_verify_without_the_reference_skips_its_checks_and_runs_the_rest(tiny, monkeypatch):
+    from omnicli.engine.models import verify, verify_neutts
+
+    monkeypatch.setattr(verify_neutts, "reference_module", lambda: None)
+    checks = {c.name: c.status for c in verify.run("neutts-air", tiny)}
+    assert checks["prompt ids vs neutts"] == checks["streaming vs neutts streaming decoder"] == "skipped"
+    assert checks["streaming (chunks [25]) vs full decode"] == "skipped"  # the reference scheme sets its bound
+    assert checks["full decode vs NeuCodecModel.decode"] == checks["reference encode vs NeuCodecModel.encode"] == "ok"
+    assert checks["token->code mapping vs neutts' parser"] == checks["3 requests batched vs one at a time"] == "ok"
+
+
 # -- the real engine, end to end -----------------------------------------------------------
 @pytest.mark.engine
 def test_synth_bench_and_eval_wer_run_neutts(tiny, tmp_path):
