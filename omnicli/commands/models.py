@@ -33,7 +33,7 @@ def list_models(
 
 @app.command("build-tiny")
 def build_tiny(
-    family: str = typer.Argument(..., help="Family to build: orpheus."),
+    family: str = typer.Argument(..., help="Family to build: orpheus, neutts-air."),
     dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
     real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
@@ -67,7 +67,7 @@ def build_model(
 
 @app.command("verify")
 def verify(
-    family: str = typer.Argument(..., help="Family to check: orpheus."),
+    family: str = typer.Argument(..., help="Family to check: orpheus, neutts-air."),
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/ (e.g. from build-tiny)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random codes and audio the checks use."),
 ) -> None:

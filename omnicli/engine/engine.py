@@ -113,7 +113,7 @@ class Engine:
             adapter.codec.to(device)
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
             runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
-            refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
+            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())

@@ -166,7 +166,7 @@ class Profile(BaseModel):
 
     model_config = _STRICT
 
-    model: Literal["omni-tiny", "orpheus"] = Field("omni-tiny", description="Model family to run.")
+    model: Literal["omni-tiny", "orpheus", "neutts-air"] = Field("omni-tiny", description="Model family to run.")
     model_path: Optional[str] = Field(
         None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
     )

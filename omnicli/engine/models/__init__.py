@@ -7,6 +7,7 @@ from omnicli.engine.models.base import ModelAdapter
 MODELS = {
     "omni-tiny": "the embedded default: random-weight Llama talker + streaming codec, built locally from a seed",
     "orpheus": "Orpheus TTS 3B finetuned (Llama 3.2 talker + SNAC 24 kHz); needs its checkpoints on disk",
+    "neutts-air": "NeuTTS Air (Qwen2 0.5B talker + NeuCodec, voice cloning, espeak-ng phonemes); needs its checkpoints on disk",
 }
 
 
@@ -27,6 +28,10 @@ def load_model(
         from omnicli.engine.models import orpheus
 
         return orpheus.OrpheusAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)
+    if name == "neutts-air":
+        from omnicli.engine.models import neutts
+
+        return neutts.NeuTTSAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)
     known = ", ".join(sorted(MODELS))
     raise ValueError(f"unknown model {name!r} (known: {known})")
 
@@ -37,6 +42,10 @@ def checkpoint_specs(name: str):
         from omnicli.engine.models import orpheus
 
         return [orpheus.TALKER, orpheus.CODEC]
+    if name == "neutts-air":
+        from omnicli.engine.models import neutts
+
+        return [neutts.TALKER, neutts.CODEC]
     return []
 
 

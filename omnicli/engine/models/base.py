@@ -27,6 +27,7 @@ class ModelAdapter(ABC):
     talker_path: Path  # a Hugging Face style folder vLLM can load
     codec: StreamingCodec
     uses_reference: bool = True  # False: the prompt ignores reference audio (it is not encoded)
+    ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
     windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod

@@ -32,7 +32,11 @@ def run(family: str, checkpoint: Path, *, seed: int = 0) -> list[Check]:
         from omnicli.engine.models import verify_orpheus
 
         return verify_orpheus.run(checkpoint, seed=seed)
-    raise ValueError(f"no parity checks for {family!r} (known: orpheus)")
+    if family == "neutts-air":
+        from omnicli.engine.models import verify_neutts
+
+        return verify_neutts.run(checkpoint, seed=seed)
+    raise ValueError(f"no parity checks for {family!r} (known: orpheus, neutts-air)")
 
 
 def max_abs(a: np.ndarray, b: np.ndarray) -> float:
