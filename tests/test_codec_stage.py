@@ -169,10 +169,10 @@ def test_a_fault_injected_in_one_row_fails_that_request_alone_and_the_others_str
     real = stage.runner.execute
     bad_slot: list[int] = []
 
-    def execute(slots, chunks, pad_to_frames=0):
+    def execute(slots, chunks, pad_to_frames=0, last=None):
         if bad_slot[0] in slots:
             raise RuntimeError("injected row fault")
-        return real(slots, chunks, pad_to_frames)
+        return real(slots, chunks, pad_to_frames, last)
 
     stage.runner.execute = execute
     data = {rid: codes(8, seed) for seed, rid in enumerate("abc")}

@@ -91,7 +91,7 @@ def test_missing_profile_file_and_unknown_preset_name(tmp_path):
 
 def test_merge_rules(tmp_path):
     write(tmp_path, "base.yaml", """
-model: base-model
+model: omni-tiny
 talker: {max_num_seqs: 8, threads: 2}
 codec: {capture_sizes: [1, 2, 4], codec_chunk_ramp: [2, 3]}
 retention: {near_silent_dbfs: -50.0, clipped_share: 0.2}
@@ -99,14 +99,14 @@ model_options: {voice: alice, speed: 1.5}
 """)
     write(tmp_path, "over.yaml", """
 base_config: base.yaml
-model: over-model
+model: orpheus
 talker: {threads: 3}
 codec: {capture_sizes: [8]}
 retention: {clipped_share: 0.3}
 model_options: {speed: 2.0}
 """)
     p = load_profile(tmp_path / "over.yaml", platform="cpu").profile
-    assert p.model == "over-model"  # scalar: overlay wins
+    assert p.model == "orpheus"  # scalar: overlay wins
     assert (p.talker.max_num_seqs, p.talker.threads) == (8, 3)  # stage merged key by key
     assert p.codec.capture_sizes == [8]  # list replaced whole, not appended
     assert p.codec.codec_chunk_ramp == [2, 3]  # untouched list inherited
@@ -354,7 +354,7 @@ def test_set_values_are_parsed_as_yaml():
             "codec.generation_max_wait_ms=2.5",
             "stage_timeout_s=30",
             "model_options.voice=alice",
-            "model=my-model",
+            "model=orpheus", "model_path=ckpt/talker",
         ],
         platform="cpu",
     )
@@ -366,7 +366,7 @@ def test_set_values_are_parsed_as_yaml():
     assert c.generation_max_wait_ms == 2.5
     assert resolved.profile.stage_timeout_s == 30.0
     assert resolved.profile.model_options == {"voice": "alice"}
-    assert resolved.profile.model == "my-model"
+    assert (resolved.profile.model, resolved.profile.model_path) == ("orpheus", "ckpt/talker")
     assert resolved.origins["codec.max_num_seqs"] == "--set"
     assert resolved.origins["model_options"] == "--set"
 

@@ -100,10 +100,22 @@ def resolve_profile(profile: str | None, sets: list[str] | None):
     from omnicli.profile import ProfileError, load_profile
 
     try:
-        return load_profile(profile, overrides=sets or [])
+        resolved = load_profile(profile, overrides=sets or [])
     except ProfileError as exc:
         err_console.print(f"[red]profile error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+    p = resolved.profile
+    if p.model != "omni-tiny":  # omni-tiny builds itself; the others must be on disk
+        from omnicli.engine.models import check_checkpoints
+        from omnicli.engine.models.checkpoints import CheckpointMissing
+
+        try:  # before any engine starts: a missing checkpoint is bad usage, not an engine failure
+            check_checkpoints(p.model, p.model_path, p.codec_path)
+        except CheckpointMissing as exc:
+            err_console.print("[red]checkpoint missing:[/red]")
+            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from None
+    return resolved
 
 
 def require_folder(path: Path | None, option: str) -> None:

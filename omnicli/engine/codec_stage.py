@@ -188,8 +188,10 @@ class CodecStage:
                 self._fail(rows[0], exc)
                 return
             # Find the culprit: re-run the rows one at a time. A failed step
-            # advanced no slot, and its partial ring writes are rewritten with
-            # the same positions by the re-run, so the others lose nothing.
+            # advanced no slot (ring runner: its partial ring writes are
+            # rewritten with the same positions by the re-run; windowed runner:
+            # it commits slot state only after the whole step succeeded), so
+            # the others lose nothing.
             log.warning("codec step of %d rows failed (%s: %s); re-running its rows one at a time", len(rows), type(exc).__name__, exc)
             for row in rows:
                 try:
@@ -200,7 +202,8 @@ class CodecStage:
     def _run_step(self, rows: list[Row]) -> None:
         pad = self._pad_tail_frames if any(r.chunk.is_last for r in rows) else 0
         t0 = self._clock()
-        out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad)
+        out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad,
+                                  last=[r.chunk.is_last for r in rows])
         self.compute_s += self._clock() - t0
         self.steps += 1
         self.rows += len(rows)

@@ -38,10 +38,35 @@ from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
+from omnicli.engine.windowed import WindowChunker, WindowedRunner
 
 log = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.5  # how often the watchdog checks that both stages are alive and making progress
+
+
+def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
+    """Ring-cache runner for streaming-transformer codecs; windowed runner for stateless ones (SNAC, NeuCodec)."""
+    if adapter.windowed:
+        return WindowedRunner(adapter.codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
+    return CodecRunner(
+        adapter.codec.decoder,
+        cfg.max_num_seqs,
+        max_chunk_frames=max_chunk_frames,
+        ring_headroom=cfg.codec_ring_headroom,
+        contexts=cfg.layer_contexts,
+        backend=cfg.codec_attention_backend,
+        capture_sizes=cfg.capture_sizes,
+        device=device,
+    )
+
+
+def _chunker(adapter, cfg) -> Chunker:
+    """Windowed families' chunks carry their codec's look-ahead frames."""
+    if adapter.windowed:
+        return WindowChunker(adapter.num_codebooks, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp,
+                             lookahead=adapter.codec.lookahead)
+    return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
 class Engine:
@@ -82,23 +107,18 @@ class Engine:
         talker = codec = None
         try:
             seed = profile.model_options.get("seed")
-            adapter = await loop.run_in_executor(pool, lambda: load_model(profile.model, seed=seed, codec_dtype=cfg.dtype))
+            adapter = await loop.run_in_executor(pool, lambda: load_model(
+                profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
+                codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
-            runner = CodecRunner(
-                adapter.codec.decoder,
-                cfg.max_num_seqs,
-                max_chunk_frames=max(chunk_sizes),
-                ring_headroom=cfg.codec_ring_headroom,
-                contexts=cfg.layer_contexts,
-                backend=cfg.codec_attention_backend,
-                capture_sizes=cfg.capture_sizes,
-                device=device,
-            )
-            refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
+            runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
+            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
-            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), profile.talker, platform=resolved.platform, seed=profile.seed)
+            talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
+            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
+                                        seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
             codec.start()
             engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
@@ -146,10 +166,12 @@ class Engine:
         prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes)
         target = self.adapter.target_tokens(request.text)
         cap = request.max_new_tokens or self.profile.talker.max_new_tokens
+        limit = self.profile.talker.max_model_len
+        if target is None:  # a stop token ends it; the cap (or what the context leaves) may cut it first
+            target = max(1, limit - len(prompt))
         max_tokens = min(target, cap)
         info.finish_reason = "length" if cap < target else "stop"
         info.prompt_tokens = len(prompt)
-        limit = self.profile.talker.max_model_len
         if len(prompt) + max_tokens > limit:
             raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
 
@@ -167,7 +189,7 @@ class Engine:
             self.codec.cancel(rid)  # frees the slot if the request did not finish cleanly
 
     async def _reference_codes(self, request: TTSRequest, info: RequestInfo) -> np.ndarray | None:
-        if request.ref_audio is None:
+        if request.ref_audio is None or not self.adapter.uses_reference:
             return None
         if not request.ref_sample_rate:
             raise RequestFailed(request.request_id, "reference audio given without its sample rate", info)
@@ -197,14 +219,15 @@ class Engine:
     async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
         k = self.adapter.num_codebooks
-        chunker = Chunker.from_config(k, self.profile.codec)
+        chunker = _chunker(self.adapter, self.profile.codec)
+        by_stop_token = bool(self.adapter.stop_token_ids())
         pending: list[int] = []
         finish: str | None = None
         try:
             async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
                 finish = delta.finish_reason if delta.finished else finish
                 info.talker_tokens += len(delta.token_ids)
-                pending.extend(delta.token_ids)
+                pending.extend(self.adapter.keep_tokens(delta.token_ids))
                 whole = len(pending) // k * k
                 if whole:
                     frames = self.adapter.tokens_to_codes(np.asarray(pending[:whole]))
@@ -219,6 +242,8 @@ class Engine:
                 reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
                 self._outputs.put(rid, Failed(reason))
                 return
+            if by_stop_token:  # the talker says whether the stop token or the cap ended it
+                info.finish_reason = finish
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise

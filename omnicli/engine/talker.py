@@ -74,9 +74,10 @@ def _make_async_llm(args, platform: str):
 
 
 class Talker:
-    def __init__(self, llm, allowed_token_ids: list[int], cfg):
+    def __init__(self, llm, allowed_token_ids: list[int], cfg, stop_token_ids: list[int] | None = None):
         self._llm = llm
         self._allowed = allowed_token_ids
+        self._stop = list(stop_token_ids or [])
         self._cfg = cfg
         self.tokens_generated = 0
         self._in_flight = 0
@@ -85,7 +86,8 @@ class Talker:
         self._guard: OrphanGuard | None = None
 
     @classmethod
-    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int) -> Talker:
+    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int,
+                    stop_token_ids: list[int] | None = None) -> Talker:
         """Starts vLLM's engine for `model_path` with the profile's talker section `cfg`."""
         quiet_vllm()  # before vLLM's first import
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -139,7 +141,7 @@ class Talker:
                 " (vLLM's log above names the cause)"
             ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
-        talker = cls(llm, allowed_token_ids, cfg)
+        talker = cls(llm, allowed_token_ids, cfg, stop_token_ids)
         talker._guard = guard
         return talker
 
@@ -156,7 +158,9 @@ class Talker:
             repetition_penalty=cfg.repetition_penalty,
             seed=seed,
             allowed_token_ids=self._allowed,
-            ignore_eos=True,  # the stop rule is the token budget (see the model adapter)
+            # The config's eos never stops us: the family's stop tokens do, or the token budget (see the model adapter).
+            ignore_eos=True,
+            stop_token_ids=self._stop or None,
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
         )

@@ -174,7 +174,13 @@ class Profile(BaseModel):
 
     model_config = _STRICT
 
-    model: str = Field("omni-tiny", description="Model family / checkpoint to run.")
+    model: Literal["omni-tiny", "orpheus", "neutts-air"] = Field("omni-tiny", description="Model family to run.")
+    model_path: Optional[str] = Field(
+        None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+    )
+    codec_path: Optional[str] = Field(
+        None, description="Codec checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto: CUDA when a GPU is usable, else CPU; cpu/cuda force it."
     )
