@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnicli.evaluation import AsrSetupError, AsrSpec, build_summary, evaluate, load_backend
+from omnicli.evaluation import AsrSetupError, AsrSpec, build_wer_summary, evaluate, load_backend
 from omnicli.evaluation.asr import locate
 from omnicli.evaluation.runner import load_asr_input
 from omnicli.manifest import ManifestRow
@@ -69,7 +69,7 @@ def test_librivox_wer_with_tiny_en(tiny_en):
     t0 = time.perf_counter()
     run = evaluate(rows, LIBRIVOX, backend=tiny_en, batch_size=5)
     per_utt = (time.perf_counter() - t0) / len(rows)
-    summary = build_summary(run, lang="en", threshold=0.5, asr=tiny_en.describe())
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=tiny_en.describe())
     print(f"\nLibriVox tiny.en: seed_wer_mean={summary['seed_wer_mean']} corpus_wer={summary['corpus_wer']} "
           f"{per_utt:.2f} s/utt")
     assert summary["num_scored"] == 5
@@ -95,7 +95,7 @@ def test_flite_wer_and_resampled_input(tiny_en, flite_dir, tmp_path):
     t0 = time.perf_counter()
     run = evaluate(rows, gen, backend=tiny_en, batch_size=2)
     per_utt = (time.perf_counter() - t0) / len(rows)
-    summary = build_summary(run, lang="en", threshold=0.5, asr=tiny_en.describe())
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=tiny_en.describe())
     print(f"\nflite slt tiny.en: seed_wer_mean={summary['seed_wer_mean']} {per_utt:.2f} s/utt; "
           + "; ".join(f"{r.utt}: {r.hyp!r}" for r in run.results))
     assert summary["num_scored"] == 4

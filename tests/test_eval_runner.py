@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 import soxr
 
-from omnicli.evaluation import build_summary, evaluate, write_results
+from omnicli.evaluation import build_wer_summary, evaluate, write_results
 from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.evaluation.results import FAILED_STATUSES, RESULTS_JSONL, RESULTS_TSV, SEED_WER_FILE, SUMMARY_JSON
 from omnicli.evaluation.runner import load_asr_input
@@ -81,7 +81,7 @@ def test_statuses_and_summary(tmp_path):
     assert by["emptyref"].status == "empty_reference"
     assert asr.batches == [[16_000, 32_000], [48_000]]  # batched; failures never reach ASR
 
-    summary = build_summary(run, lang="en", threshold=0.5, asr=asr.describe(), profile_digest="d1", retainer=retainer)
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=asr.describe(), profile_digest="d1", retainer=retainer)
     # The empty transcript is scored as WER 1.0 (seed-tts-eval's rule), not failed.
     assert by["silent_asr"].wer == 1.0 and by["silent_asr"].hyp == "..."
     assert summary["num_scored"] == 3 and summary["num_missing"] == 1 and summary["num_failed"] == 4
@@ -139,7 +139,7 @@ def test_long_clip_truncated_and_flagged(tmp_path):
     result = run.results[0]
     assert result.over_30s and result.truncated and result.audio_s == pytest.approx(31.0)
     assert asr.batches == [[480_000]]
-    summary = build_summary(run, lang="en", threshold=0.5, asr=None)
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=None)
     assert summary["num_over_30s"] == 1 and summary["num_truncated"] == 1
 
 

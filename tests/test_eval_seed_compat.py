@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnicli.evaluation import build_summary, default_spec, evaluate, write_results
+from omnicli.evaluation import build_wer_summary, default_spec, evaluate, write_results
 from omnicli.evaluation.asr import AsrSetupError
 from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.evaluation.results import SEED_WER_FILE
@@ -65,7 +65,7 @@ def test_seed_wer_file_reads_unchanged_and_matches_summary(tmp_path):
 
     asr = TableAsr({16_000: "one two three for", 32_000: "alpha beta gamma delta", 48_000: "  "})
     run = evaluate(parsed.rows, gen, backend=asr)
-    summary = build_summary(run, lang="en", threshold=0.5, asr=asr.describe(), gen_dir=gen)
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=asr.describe(), gen_dir=gen)
     paths = write_results(tmp_path / "out", run.results, summary)
     assert paths["seed_wer"].name == SEED_WER_FILE
     assert summary["num_empty_transcripts"] == 1 and summary["num_missing"] == 1 and summary["num_failed"] == 0

@@ -73,7 +73,7 @@ class BenchEval:
 
     def score_pass(self, audio_dir: Path, prompts: Sequence, resolved_profile: Any = None) -> dict:
         """Scores one pass's audio folder; returns the figures for its result entry."""
-        from omnicli.evaluation import build_summary
+        from omnicli.evaluation import build_wer_summary
         from omnicli.evaluation.combined import build_eval_summary, columns, merge_rows, run_eval, write_eval_results
         from omnicli.evaluation.scorers import audio_summary
 
@@ -83,7 +83,7 @@ class BenchEval:
         outcome = run_eval(rows, audio_dir, plan)
         wer = None
         if outcome.wer_run is not None:
-            wer = build_summary(outcome.wer_run, lang=plan.lang, threshold=plan.wer_threshold,
+            wer = build_wer_summary(outcome.wer_run, lang=plan.lang, threshold=plan.wer_threshold,
                                 asr={"requested": self.asr, **plan.asr.describe()}, gen_dir=audio_dir)
         audio = None
         if outcome.audio_run is not None:

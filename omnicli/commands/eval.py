@@ -149,7 +149,7 @@ def eval_command(
     failed, 2 bad usage or input (including a model that is not on this
     machine), 3 a model failed to load, 130 interrupted.
     """
-    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, TranscriptsError, build_summary, default_spec, load_backend, read_transcripts
+    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, TranscriptsError, build_wer_summary, default_spec, load_backend, read_transcripts
     from omnicli.evaluation.asr.base import resolve_torch_device
     from omnicli.evaluation.combined import (
         EvalPlan,
@@ -240,7 +240,7 @@ def eval_command(
 
     wer_summary = None
     if outcome.wer_run is not None:
-        wer_summary = build_summary(
+        wer_summary = build_wer_summary(
             outcome.wer_run, lang=plan.lang, threshold=plan.wer_threshold, asr=asr_info, manifest=manifest,
             gen_dir=gen_dir, transcripts_file=transcripts, profile_name=resolved.name, profile_digest=resolved.digest,
             retainer=plan.retainer,

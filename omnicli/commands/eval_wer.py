@@ -6,9 +6,10 @@ progress bar, prints the summary table and writes the result files.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -159,59 +160,101 @@ def eval_wer(
     or input (including an ASR model that is not on this machine), 3 the ASR
     model failed to load, 130 interrupted.
     """
-    from omnicli.evaluation import (
-        AsrError,
-        AsrSetupError,
-        AsrSpec,
-        TranscriptsError,
-        build_summary,
-        default_spec,
-        evaluate,
-        load_backend,
-        read_transcripts,
-        write_results,
+    set_verbosity(quiet, verbose)
+    plan = _plan(
+        gen_dir, manifest, lang=lang.value, asr=asr, threshold=threshold, out=out, transcripts=transcripts,
+        keep_failed=keep_failed, device=device.value if device else None, batch_size=batch_size,
+        max_new_tokens=max_new_tokens, profile=profile, sets=sets,
     )
+    run = _run(plan)
+    raise typer.Exit(_report(plan, run))
+
+
+@dataclass
+class _Plan:
+    """Everything checked and loaded before the first clip is transcribed."""
+
+    rows: list
+    gen_dir: Path
+    manifest: Path
+    out_dir: Path
+    lang: str
+    threshold: float
+    batch_size: int
+    transcripts: Path | None
+    resolved: Any  # the resolved profile (name, digest, settings)
+    retainer: Any  # omnicli.retention.Retainer, or None when --keep-failed is off
+    backend: Any  # the loaded ASR backend, or None with --transcripts
+    cached: dict | None  # utt -> transcript, with --transcripts
+    asr_info: dict
+
+
+def _plan(
+    gen_dir: Path, manifest: Path, *, lang: str, asr: str | None, threshold: float | None, out: Path | None,
+    transcripts: Path | None, keep_failed: Path | None, device: str | None, batch_size: int,
+    max_new_tokens: int | None, profile, sets,
+) -> _Plan:
+    """Checks the options and inputs, then loads the ASR model (or the cached transcripts)."""
     from omnicli.retention import Retainer
 
-    set_verbosity(quiet, verbose)
     resolved = resolve_profile(profile, sets)
     settings = resolved.profile
-    threshold = settings.retention.asr_wer_threshold if threshold is None else threshold
-    device_name = (device.value if device else None) or settings.device
-    lang_code = lang.value
-
     rows = _load_rows(manifest)
     if transcripts is None and not gen_dir.is_dir():
         raise _usage_error(f"{gen_dir}: generated-audio folder not found")
     out_dir = out or gen_dir / "eval_wer"
     require_folder(out_dir, "--out")
     retainer = Retainer.from_option(keep_failed)
-
     backend = cached = None
     if transcripts is not None:
-        if asr is not None:
-            err_console.print("[yellow]warning:[/yellow] --asr is ignored with --transcripts (no ASR runs)")
-        try:
-            cached = read_transcripts(transcripts)
-        except TranscriptsError as exc:
-            raise _usage_error(str(exc)) from None
-        asr_info = {"backend": "transcripts", "model": str(transcripts), "language": lang_code}
+        cached = _load_transcripts(transcripts, asr)
+        asr_info = {"backend": "transcripts", "model": str(transcripts), "language": lang}
     else:
-        try:
-            spec = AsrSpec.parse(asr) if asr else default_spec(lang_code)
-            with status(f"loading ASR {spec} ..."):
-                backend = load_backend(spec, lang=lang_code, device=device_name, max_new_tokens=max_new_tokens)
-        except AsrSetupError as exc:
-            raise _usage_error(str(exc)) from None
-        except AsrError as exc:
-            err_console.print(f"[red]ASR failed to load:[/red] {exc}")
-            raise typer.Exit(EXIT_ENGINE) from None
-        asr_info = {"requested": str(spec), **backend.describe()}
+        backend, asr_info = _load_asr(asr, lang=lang, device=device or settings.device, max_new_tokens=max_new_tokens)
+    return _Plan(
+        rows=rows, gen_dir=gen_dir, manifest=manifest, out_dir=out_dir, lang=lang,
+        threshold=settings.retention.asr_wer_threshold if threshold is None else threshold,
+        batch_size=batch_size, transcripts=transcripts, resolved=resolved, retainer=retainer,
+        backend=backend, cached=cached, asr_info=asr_info,
+    )
 
-    retention_meta = {"profile_digest": resolved.digest, "asr_backend": asr_info["backend"], "asr_model": asr_info["model"]}
+
+def _load_transcripts(transcripts: Path, asr: str | None) -> dict:
+    from omnicli.evaluation import TranscriptsError, read_transcripts
+
+    if asr is not None:
+        err_console.print("[yellow]warning:[/yellow] --asr is ignored with --transcripts (no ASR runs)")
+    try:
+        return read_transcripts(transcripts)
+    except TranscriptsError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _load_asr(asr: str | None, *, lang: str, device: str, max_new_tokens: int | None) -> tuple[Any, dict]:
+    """The loaded backend and how it is described in the summary; a missing model is bad usage (exit 2)."""
+    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, default_spec, load_backend
+
+    try:
+        spec = AsrSpec.parse(asr) if asr else default_spec(lang)
+        with status(f"loading ASR {spec} ..."):
+            backend = load_backend(spec, lang=lang, device=device, max_new_tokens=max_new_tokens)
+    except AsrSetupError as exc:
+        raise _usage_error(str(exc)) from None
+    except AsrError as exc:
+        err_console.print(f"[red]ASR failed to load:[/red] {exc}")
+        raise typer.Exit(EXIT_ENGINE) from None
+    return backend, {"requested": str(spec), **backend.describe()}
+
+
+def _run(plan: _Plan):
+    """Transcribes and scores every row under a progress bar; Ctrl-C writes nothing (exit 130)."""
+    from omnicli.evaluation import evaluate
+
+    info = plan.asr_info
+    retention_meta = {"profile_digest": plan.resolved.digest, "asr_backend": info["backend"], "asr_model": info["model"]}
     try:
         with progress_bar(err_console, failed_label="failed/missing") as progress:
-            task = progress.add_task("scoring" if cached is not None else "transcribing", total=len(rows), failed=0)
+            task = progress.add_task("scoring" if plan.cached is not None else "transcribing", total=len(plan.rows), failed=0)
             not_scored = 0
 
             def advance(result) -> None:
@@ -219,28 +262,36 @@ def eval_wer(
                 not_scored += 0 if result.scored else 1
                 progress.update(task, advance=1, failed=not_scored)
 
-            run = evaluate(
-                rows, gen_dir, lang=lang_code, backend=backend, transcripts=cached, threshold=threshold,
-                batch_size=batch_size, retainer=retainer, retention_meta=retention_meta, on_result=advance,
+            return evaluate(
+                plan.rows, plan.gen_dir, lang=plan.lang, backend=plan.backend, transcripts=plan.cached,
+                threshold=plan.threshold, batch_size=plan.batch_size, retainer=plan.retainer,
+                retention_meta=retention_meta, on_result=advance,
             )
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]: no results written")
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
-    summary = build_summary(
-        run, lang=lang_code, threshold=threshold, asr=asr_info, manifest=manifest, gen_dir=gen_dir,
-        transcripts_file=transcripts, profile_name=resolved.name, profile_digest=resolved.digest, retainer=retainer,
+
+def _report(plan: _Plan, run) -> int:
+    """Writes the result files, prints the summary and returns the exit code."""
+    from omnicli.evaluation import build_wer_summary, write_results
+
+    summary = build_wer_summary(
+        run, lang=plan.lang, threshold=plan.threshold, asr=plan.asr_info, manifest=plan.manifest,
+        gen_dir=plan.gen_dir, transcripts_file=plan.transcripts, profile_name=plan.resolved.name,
+        profile_digest=plan.resolved.digest, retainer=plan.retainer,
     )
     try:
-        paths = write_results(out_dir, run.results, summary)
+        paths = write_results(plan.out_dir, run.results, summary)
     except OSError as exc:
         print_summary(summary)
-        raise _usage_error(f"cannot write results to {out_dir}: {exc}") from None
+        raise _usage_error(f"cannot write results to {plan.out_dir}: {exc}") from None
     print_summary(summary)
+    retainer = plan.retainer
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]warning:[/yellow] {retainer.errors} retained file(s) could not be written: {retainer.error_messages[0]}")
     err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}; seed-tts-eval: {paths['seed_wer']}")
-    raise typer.Exit(EXIT_OK if summary["num_missing"] == 0 and summary["num_failed"] == 0 else EXIT_SOME_FAILED)
+    return EXIT_OK if summary["num_missing"] == 0 and summary["num_failed"] == 0 else EXIT_SOME_FAILED
 
 
 app.command("eval-wer", no_args_is_help=True)(eval_wer)

@@ -1,20 +1,20 @@
 """Seed-TTS-eval compatible WER evaluation (`omni eval-wer`), usable from Python:
 
-    from omnicli.evaluation import AsrSpec, load_backend, evaluate, build_summary
+    from omnicli.evaluation import AsrSpec, load_backend, evaluate, build_wer_summary
     backend = load_backend(AsrSpec.parse("faster-whisper:tiny.en-bundled"), lang="en")
     run = evaluate(manifest.rows, "GEN", backend=backend)
-    summary = build_summary(run, lang="en", threshold=0.5, asr=backend.describe())
+    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=backend.describe())
 """
 
 from omnicli.evaluation.asr import AsrBackend, AsrError, AsrSetupError, AsrSpec, default_spec, load_backend
 from omnicli.evaluation.normalize import normalize_text
-from omnicli.evaluation.results import UttResult, write_results
-from omnicli.evaluation.runner import EvalRun, build_summary, evaluate
+from omnicli.evaluation.results import EvalStatus, WerResult, write_results
+from omnicli.evaluation.runner import EvalRun, build_wer_summary, evaluate
 from omnicli.evaluation.transcripts import TranscriptsError, read_transcripts
 from omnicli.evaluation.wer import UttScore, aggregate, score_utterance
 
 __all__ = [
-    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "EvalRun", "TranscriptsError", "UttResult", "UttScore",
-    "aggregate", "build_summary", "default_spec", "evaluate", "load_backend", "normalize_text",
+    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "EvalRun", "EvalStatus", "TranscriptsError", "UttScore", "WerResult",
+    "aggregate", "build_wer_summary", "default_spec", "evaluate", "load_backend", "normalize_text",
     "read_transcripts", "score_utterance", "write_results",
 ]

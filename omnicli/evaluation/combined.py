@@ -20,6 +20,7 @@ from omnicli import __version__
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
+from omnicli.evaluation.results import EvalStatus
 from omnicli.evaluation.scorers.base import Scorer
 
 METRICS = ("wer", "sim", "mos")
@@ -114,7 +115,7 @@ def merge_rows(outcome: EvalOutcome) -> list[dict]:
             a = audio[i]
             row.setdefault("utt", a.utt)
             row.setdefault("ref", a.ref)
-            row.setdefault("status", a.status)
+            row.setdefault("status", str(a.status))
             if row.get("audio_s") is None:
                 row["audio_s"] = round(a.audio_s, 4) if a.audio_s is not None else None
             row.update(a.values)
@@ -142,14 +143,14 @@ def build_eval_summary(
     summary.update(audio_summary or {})
     if outcome.audio_run is not None and wer_summary is None:
         results = outcome.audio_run.results
-        missing = [r for r in results if r.status == "missing"]
-        failed = [r for r in results if r.status not in ("ok", "missing")]
+        missing = [r for r in results if r.status == EvalStatus.MISSING]
+        failed = [r for r in results if r.status not in (EvalStatus.OK, EvalStatus.MISSING)]
         summary.update({
             "num_utts": len(results),
             "num_missing": len(missing),
             "num_failed": len(failed),
             "missing": [r.utt for r in missing],
-            "failed": [{"utt": r.utt, "status": r.status, "error": r.error} for r in failed],
+            "failed": [{"utt": r.utt, "status": str(r.status), "error": r.error} for r in failed],
         })
     summary.update({
         "keep_failed": str(retainer.directory) if retainer else None,

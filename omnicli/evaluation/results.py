@@ -6,25 +6,37 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
-# Status of one utterance. OK and ASR_EMPTY are scored (an empty transcript is
-# WER 1.0, as seed-tts-eval scores it); the failures are not.
-OK = "ok"
-MISSING = "missing"  # no GEN/<utt>.wav (or, with --transcripts, no transcript)
-EMPTY_AUDIO = "empty_audio"  # the wav holds no samples
-UNREADABLE = "unreadable"  # the wav cannot be decoded
-ASR_ERROR = "asr_error"  # the ASR backend raised on this clip
-ASR_EMPTY = "asr_empty"  # the transcript has no words after normalisation: scored as WER 1.0
-EMPTY_REFERENCE = "empty_reference"  # the manifest text has no words after normalisation
-SCORED_STATUSES = (OK, ASR_EMPTY)
-FAILED_STATUSES = (EMPTY_AUDIO, UNREADABLE, ASR_ERROR, EMPTY_REFERENCE)
+
+class EvalStatus(str, Enum):
+    """Status of one utterance. OK and ASR_EMPTY are scored (an empty transcript is
+    WER 1.0, as seed-tts-eval scores it); the failures are not. Str-valued: the
+    files hold the plain values."""
+
+    OK = "ok"
+    MISSING = "missing"  # no GEN/<utt>.wav (or, with --transcripts, no transcript)
+    EMPTY_AUDIO = "empty_audio"  # the wav holds no samples
+    UNREADABLE = "unreadable"  # the wav cannot be decoded
+    ASR_ERROR = "asr_error"  # the ASR backend raised on this clip
+    ASR_EMPTY = "asr_empty"  # the transcript has no words after normalisation: scored as WER 1.0
+    EMPTY_REFERENCE = "empty_reference"  # the manifest text has no words after normalisation
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Tuples, not sets: Enum hashes by name, so a plain "asr_error" read from a file
+# would miss a set of members; tuple membership compares by value.
+SCORED_STATUSES = (EvalStatus.OK, EvalStatus.ASR_EMPTY)
+FAILED_STATUSES = (EvalStatus.EMPTY_AUDIO, EvalStatus.UNREADABLE, EvalStatus.ASR_ERROR, EvalStatus.EMPTY_REFERENCE)
 # Rows with these statuses never got a transcript (hyp is null / empty in the TSV).
-NO_TRANSCRIPT_STATUSES = (MISSING, EMPTY_AUDIO, UNREADABLE, ASR_ERROR)
+NO_TRANSCRIPT_STATUSES = (EvalStatus.MISSING, EvalStatus.EMPTY_AUDIO, EvalStatus.UNREADABLE, EvalStatus.ASR_ERROR)
 
 RESULTS_TSV = "wer_results.tsv"
 # seed-tts-eval's score file (cal_wer.sh's `wav_res_ref_text.wer`), read by its average_wer.py.
@@ -40,10 +52,12 @@ TSV_COLUMNS = (
 
 
 @dataclass
-class UttResult:
+class WerResult:
+    """One utterance of eval-wer: its status, transcript and scores (a row of the result files)."""
+
     utt: str
     ref: str
-    status: str
+    status: EvalStatus
     hyp: str | None = None
     wer: float | None = None
     ins: float | None = None
@@ -76,7 +90,7 @@ class UttResult:
         """JSON row; keys in TSV order (`del` spelled out as in seed-tts-eval)."""
         values = {
             "utt": self.utt, "wer": self.wer, "ref": self.ref, "hyp": self.hyp, "ins": self.ins,
-            "del": self.dele, "sub": self.sub, "status": self.status, "ref_norm": self.ref_norm,
+            "del": self.dele, "sub": self.sub, "status": EvalStatus(self.status).value, "ref_norm": self.ref_norm,
             "hyp_norm": self.hyp_norm, "ref_words": self.ref_words, "audio_s": self.audio_s,
             "over_30s": self.over_30s, "truncated": self.truncated, "asr_s": self.asr_s,
             "reasons": list(self.reasons), "retained": self.retained, "error": self.error,
@@ -101,7 +115,7 @@ def _seed_cell(text: str) -> str:
     return " ".join(text.replace("\t", " ").replace("\r", " ").replace("\n", " ").split())
 
 
-def seed_wer_lines(results: Iterable[UttResult], gen_dir: str | os.PathLike) -> str:
+def seed_wer_lines(results: Iterable[WerResult], gen_dir: str | os.PathLike) -> str:
     """seed-tts-eval's per-utterance score lines, one per scored utterance:
     `wav_path<TAB>wer<TAB>ref<TAB>hyp<TAB>ins<TAB>del<TAB>sub` (ratios as
     fractions, raw texts), then the `WER: X%` line average_wer.py appends.
@@ -122,7 +136,7 @@ def seed_wer_lines(results: Iterable[UttResult], gen_dir: str | os.PathLike) -> 
 
 
 def write_results(
-    out_dir: str | os.PathLike, results: Iterable[UttResult], summary: dict, gen_dir: str | os.PathLike | None = None
+    out_dir: str | os.PathLike, results: Iterable[WerResult], summary: dict, gen_dir: str | os.PathLike | None = None
 ) -> dict[str, Path]:
     """Writes wer_results.tsv, wer_results.jsonl, wer_summary.json and
     seed-tts-eval's wav_res_ref_text.wer atomically (wav paths under `gen_dir`,

@@ -2,7 +2,7 @@
 
 `evaluate` transcribes GEN/<utt>.wav for each manifest row (or takes cached
 transcripts), scores it, retains suspect ASR inputs and returns one
-`UttResult` per row in manifest order; `build_summary` turns them into the
+`WerResult` per row in manifest order; `build_wer_summary` turns them into the
 summary JSON. Every row ends with a status: nothing is silently skipped.
 """
 
@@ -20,10 +20,9 @@ import soundfile as sf
 
 from omnicli import __version__
 from omnicli.audio import AudioError, load_audio, load_mono, resample, to_mono
-from omnicli.evaluation import results as st
 from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, WINDOW_SAMPLES, AsrBackend
 from omnicli.evaluation.normalize import normalize_text
-from omnicli.evaluation.results import UttResult
+from omnicli.evaluation.results import EvalStatus, WerResult
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
 from omnicli.retention import Reason, Retainer
 
@@ -45,7 +44,7 @@ KEY_NOTES = {
 
 @dataclass
 class EvalRun:
-    results: list[UttResult]
+    results: list[WerResult]
     asr_seconds: float  # time spent inside the ASR backend
     wall_seconds: float
     started_at: str
@@ -54,7 +53,7 @@ class EvalRun:
 @dataclass
 class _Pending:
     index: int
-    result: UttResult
+    result: WerResult
     clip: np.ndarray  # the exact ASR input: 16 kHz mono, cut to 30 s when the backend needs it
 
 
@@ -78,25 +77,25 @@ def _is_empty_audio(path: Path) -> bool:
 
 class _Evaluator:
     def __init__(self, gen_dir: Path, lang: str, threshold: float, retainer: Retainer | None,
-                 retention_meta: Mapping, on_result: Callable[[UttResult], None] | None):
+                 retention_meta: Mapping, on_result: Callable[[WerResult], None] | None):
         self.gen_dir = gen_dir
         self.lang = lang
         self.threshold = threshold
         self.retainer = retainer
         self.retention_meta = dict(retention_meta)
         self.on_result = on_result
-        self.results: list[UttResult | None] = []
+        self.results: list[WerResult | None] = []
         self.asr_seconds = 0.0
 
     def wav_for(self, utt: str) -> Path:
         return self.gen_dir / f"{utt}.wav"
 
-    def done(self, index: int, result: UttResult) -> None:
+    def done(self, index: int, result: WerResult) -> None:
         self.results[index] = result
         if self.on_result is not None:
             self.on_result(result)
 
-    def score(self, result: UttResult, hyp: str, clip: np.ndarray | None) -> None:
+    def score(self, result: WerResult, hyp: str, clip: np.ndarray | None) -> None:
         """Scores one transcript and retains the ASR input when it is suspect."""
         result.hyp = hyp
         score = score_utterance(result.ref, hyp, self.lang)
@@ -107,16 +106,16 @@ class _Evaluator:
         if not score.hyp_norm.split():
             # Scored (WER 1.0 against a non-empty reference) as seed-tts-eval does, so
             # silence cannot flatter seed_wer_mean; the status tells it apart.
-            result.status = st.ASR_EMPTY
+            result.status = EvalStatus.ASR_EMPTY
             result.reasons = [Reason.ASR_EMPTY]
         else:
-            result.status = st.OK
+            result.status = EvalStatus.OK
             if score.wer > self.threshold:
                 result.reasons = [Reason.ASR_MISMATCH]
         if result.reasons and self.retainer is not None:
             self.retain(result, clip)
 
-    def retain(self, result: UttResult, clip: np.ndarray | None) -> None:
+    def retain(self, result: WerResult, clip: np.ndarray | None) -> None:
         if clip is None:  # cached transcripts: the best available stand-in is the generated wav at 16 kHz
             try:
                 clip = load_mono(self.wav_for(result.utt), SAMPLE_RATE)
@@ -155,7 +154,7 @@ def evaluate(
     batch_size: int = 8,
     retainer: Retainer | None = None,
     retention_meta: Mapping | None = None,
-    on_result: Callable[[UttResult], None] | None = None,
+    on_result: Callable[[WerResult], None] | None = None,
 ) -> EvalRun:
     """Scores every manifest row (objects with `.utt` and `.text`).
 
@@ -174,9 +173,9 @@ def evaluate(
     pending: list[_Pending] = []
 
     for index, row in enumerate(rows):
-        result = UttResult(utt=row.utt, ref=row.text, status=st.MISSING)
+        result = WerResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING)
         if not normalize_text(row.text, lang).split():
-            result.status = st.EMPTY_REFERENCE
+            result.status = EvalStatus.EMPTY_REFERENCE
             result.error = "reference has no words after normalisation"
             ev.done(index, result)
             continue
@@ -195,13 +194,13 @@ def evaluate(
         try:
             clip, result.audio_s, result.truncated = load_asr_input(wav, backend.truncates_to_window)
         except AudioError as exc:
-            result.status = st.EMPTY_AUDIO if _is_empty_audio(wav) else st.UNREADABLE
+            result.status = EvalStatus.EMPTY_AUDIO if _is_empty_audio(wav) else EvalStatus.UNREADABLE
             result.error = str(exc)
             ev.done(index, result)
             continue
         result.over_30s = result.audio_s > WINDOW_S
         if clip.shape[0] == 0:  # resampling a few samples can leave none
-            result.status, result.error = st.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
+            result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
             ev.done(index, result)
             continue
         pending.append(_Pending(index, result, clip))
@@ -251,14 +250,14 @@ def _flush(ev: _Evaluator, backend: AsrBackend, batch: list[_Pending]) -> None:
     for p, (text, exc, asr_s) in zip(batch, outcomes, strict=True):
         p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
         if exc is not None:
-            p.result.status = st.ASR_ERROR
+            p.result.status = EvalStatus.ASR_ERROR
             p.result.error = f"ASR failed: {type(exc).__name__}: {exc}"
         else:
             ev.score(p.result, text, p.clip)
         ev.done(p.index, p.result)
 
 
-def build_summary(
+def build_wer_summary(
     run: EvalRun,
     *,
     lang: str,
@@ -275,7 +274,7 @@ def build_summary(
     results = run.results
     scored = [r for r in results if r.scored]
     failed = [r for r in results if r.failed]
-    missing = [r for r in results if r.status == st.MISSING]
+    missing = [r for r in results if r.status == EvalStatus.MISSING]
     metrics = aggregate(r.score for r in scored)
     transcribed = [r for r in results if r.asr_s is not None]
     return {
@@ -285,9 +284,9 @@ def build_summary(
         "num_scored": len(scored),
         "num_missing": len(missing),
         "num_failed": len(failed),
-        "num_empty_transcripts": sum(1 for r in results if r.status == st.ASR_EMPTY),
+        "num_empty_transcripts": sum(1 for r in results if r.status == EvalStatus.ASR_EMPTY),
         "missing": [r.utt for r in missing],
-        "failed": [{"utt": r.utt, "status": r.status, "error": r.error} for r in failed],
+        "failed": [{"utt": r.utt, "status": EvalStatus(r.status).value, "error": r.error} for r in failed],
         "num_above_threshold": sum(1 for r in scored if r.wer is not None and r.wer > threshold),
         "num_over_30s": sum(1 for r in results if r.over_30s),
         "num_truncated": sum(1 for r in results if r.truncated),

@@ -20,12 +20,12 @@ import numpy as np
 import soundfile as sf
 
 from omnicli.audio import AudioError, load_audio, resample, to_mono
+from omnicli.evaluation.results import EvalStatus
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
 from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
 
-OK, MISSING, EMPTY_AUDIO, UNREADABLE = "ok", "missing", "empty_audio", "unreadable"
 MOS_RETENTION_KEYS = ("dnsmos_ovrl", "utmos")  # the overall figures `low_mos` is judged on
 
 
@@ -33,7 +33,7 @@ MOS_RETENTION_KEYS = ("dnsmos_ovrl", "utmos")  # the overall figures `low_mos` i
 class AudioResult:
     utt: str
     ref: str
-    status: str
+    status: EvalStatus  # one of OK, MISSING, EMPTY_AUDIO, UNREADABLE
     reference: str | None = None
     audio_s: float | None = None
     values: dict[str, float] = field(default_factory=dict)  # sim, dnsmos_*, utmos
@@ -103,7 +103,7 @@ def score_audio(
     pending: list[tuple[int, AudioResult, ScoreItem]] = []
 
     def finish(index: int, result: AudioResult, clip: np.ndarray | None) -> None:
-        if result.status == OK:
+        if result.status == EvalStatus.OK:
             result.reasons = _judge(result, sim_threshold, mos_threshold)
             if result.reasons and retainer is not None and clip is not None:
                 meta = {
@@ -127,7 +127,7 @@ def score_audio(
 
     for index, row in enumerate(rows):
         reference = getattr(row, "prompt_wav", None)
-        result = AudioResult(utt=row.utt, ref=row.text, status=MISSING, reference=str(reference) if reference else None)
+        result = AudioResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING, reference=str(reference) if reference else None)
         wav = gen / f"{row.utt}.wav"
         if not wav.is_file():
             result.error = f"{wav} not found"
@@ -136,15 +136,15 @@ def score_audio(
         try:
             clip, result.audio_s = _load_clip(wav)
         except AudioError as exc:
-            result.status = EMPTY_AUDIO if _empty_file(wav) else UNREADABLE
+            result.status = EvalStatus.EMPTY_AUDIO if _empty_file(wav) else EvalStatus.UNREADABLE
             result.error = str(exc)
             finish(index, result, None)
             continue
         if clip.shape[0] == 0:
-            result.status, result.error = EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
+            result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
             finish(index, result, None)
             continue
-        result.status = OK
+        result.status = EvalStatus.OK
         pending.append((index, result, ScoreItem(row.utt, clip, Path(reference) if reference else None)))
         if len(pending) >= batch_size:
             flush()
@@ -216,14 +216,14 @@ def _share_below(values: list[float], threshold: float) -> float | None:
 def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict:
     """SIM and MOS summary keys, with which backend produced them and what they cost."""
     out: dict = {}
-    ok = [r for r in run.results if r.status == OK]
+    ok = [r for r in run.results if r.status == EvalStatus.OK]
     by_metric = {d["metric"]: [] for d in run.scorers}
     for d in run.scorers:
         by_metric[d["metric"]].append(d)
     for metric, descriptions in by_metric.items():
         scored = [r for r in ok if metric not in r.errors]
         # Not scored for this metric, whatever the reason (no wav, unreadable, the scorer failed).
-        failed = [r for r in run.results if r.status != OK or metric in r.errors]
+        failed = [r for r in run.results if r.status != EvalStatus.OK or metric in r.errors]
         cpu, wall = run.cpu_seconds.get(metric, 0.0), run.wall_seconds.get(metric, 0.0)
         if metric == "sim":
             sims = [r.values["sim"] for r in scored]
@@ -256,7 +256,7 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
             f"num_{metric}_scored": len(scored),
             f"num_{metric}_failed": len(failed),
             f"{metric}_failed": [
-                {"utt": r.utt, "status": r.status, "error": r.errors.get(metric) or r.error} for r in failed
+                {"utt": r.utt, "status": str(r.status), "error": r.errors.get(metric) or r.error} for r in failed
             ],
             f"{metric}_cpu_s_total": round(cpu, 3),
             f"{metric}_cpu_s_per_utt": round(cpu / len(ok), 4) if ok else None,
