@@ -309,7 +309,7 @@ def report(res: dict, args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cache", type=Path, help="folder for the checkpoint (built once, reused) and the results")
-    ap.add_argument("--quick", action="store_true", help="16 rows of 1 s (4 at c=1): about 10 minutes on 2 cores")
+    ap.add_argument("--quick", action="store_true", help="16 rows of 1 s of audio: about 30 minutes on a loaded 2-core CPU, mostly engine start-ups and c=1")
     ap.add_argument("--rows", type=int, default=32, help="rows per pass (each concurrency, and the reference loop)")
     ap.add_argument("--tokens", type=int, default=100, help="talker tokens per row (50 per second of audio)")
     ap.add_argument("--concurrency", default="1,8,32")
