@@ -32,7 +32,7 @@ import soundfile as sf
 
 from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
-from omnicli.audio import write_wav_atomic
+from omnicli.audio import wav_data_complete, write_wav_atomic
 from omnicli.engine import Engine, RequestFailed
 from omnicli.interrupts import STOP_GRACE_S  # shared with omni bench
 from omnicli.manifest import Manifest, ManifestRow
@@ -131,6 +131,8 @@ def last_results(out_dir: Path) -> dict[str, dict]:
 
 def wav_matches(path: Path, audio_seconds: float | None) -> bool:
     """True when `path` is a readable wav of the recorded length (not damaged since)."""
+    if not wav_data_complete(path):  # cut short: sf.info would report the shorter length
+        return False
     try:
         info = sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, OSError):
