@@ -175,6 +175,7 @@ def outcomes(tmp_path_factory):
 def test_a_signal_to_omni_synth_alone_stops_it_gracefully(outcomes, name):
     run, seen = outcomes[name]
     output = run.output()
+    print(f"\n{name} to omni synth alone: exit {seen['rc']} after {seen['exit_s']:.1f} s")
     assert seen["reached"], output[-3000:]
     assert seen["rc"] == 130, output[-3000:]
     assert seen["exit_s"] < GRACEFUL_EXIT_S
@@ -193,6 +194,7 @@ def test_a_signal_to_omni_synth_alone_stops_it_gracefully(outcomes, name):
 def test_a_second_sigint_forces_the_exit_and_ends_vllm(outcomes):
     run, seen = outcomes["sigint_twice"]
     output = run.output()
+    print(f"\nsecond SIGINT: exit {seen['rc']} after {seen['exit_s']:.1f} s")
     assert seen["reached"], output[-3000:]
     assert seen["rc"] == 130, output[-3000:]
     assert seen["exit_s"] < FORCED_EXIT_S
@@ -206,6 +208,7 @@ def test_a_second_sigint_forces_the_exit_and_ends_vllm(outcomes):
 def test_sigint_during_engine_start_up_exits_at_once_and_ends_vllm(outcomes):
     run, seen = outcomes["sigint_start_up"]
     output = run.output()
+    print(f"\nSIGINT during start-up: exit {seen['rc']} after {seen['exit_s']:.1f} s")
     assert seen["reached"], output[-3000:]
     assert seen["rc"] == 130, output[-3000:]
     assert seen["exit_s"] < FORCED_EXIT_S
