@@ -80,3 +80,30 @@ def test_a_steady_size_larger_than_the_input_flushes_everything_as_the_tail():
 def test_invalid_sizes_are_rejected_with_the_key(args, key):
     with pytest.raises(ValueError, match=key):
         Chunker(K, *args)
+
+
+def test_sizes_of_one_frame_are_allowed_and_zero_is_refused():
+    ch = Chunker(K, initial_frames=1, chunk_frames=1)
+    assert sizes(ch.feed(frames(3))) == [1, 1, 1]
+    with pytest.raises(ValueError, match="initial_codec_chunk_frames must be >= 1, got 0"):
+        Chunker(K, initial_frames=0, chunk_frames=1)
+    with pytest.raises(ValueError, match="codec_chunk_frames must be >= 1, got 0"):
+        Chunker(K, initial_frames=1, chunk_frames=0)
+
+
+def test_codes_come_out_as_int64_whatever_they_went_in_as():
+    ch = Chunker(K, initial_frames=2, chunk_frames=3)
+    out = ch.feed(frames(4).astype(np.float64)) + ch.feed(frames(1, 4).astype(np.int32))
+    rest = ch.flush()
+    assert [c.dtype for c in out] == [np.int64, np.int64] and rest.dtype == np.int64
+    assert Chunker(K, 2, 3).flush().dtype == np.int64  # the bare terminal too
+    assert np.array_equal(np.concatenate([*out, rest])[:, 0], np.arange(5))
+
+
+def test_flush_empties_the_buffer_and_counts_one_chunk():
+    ch = Chunker(K, initial_frames=2, chunk_frames=5, ramp=[2, 3, 4])
+    assert sizes(ch.feed(frames(3))) == [2] and ch.chunks_emitted == 1
+    assert len(ch.flush()) == 1 and ch.chunks_emitted == 2
+    assert ch.next_size() == 4  # the partial chunk took the ramp's second place
+    assert len(ch.flush()) == 0 and ch.chunks_emitted == 2  # nothing left: the bare terminal, not a chunk
+    assert sizes(ch.feed(frames(4, 3))) == [4]  # nothing stale came back after the flush

@@ -18,6 +18,7 @@ import soundfile as sf
 
 from omnicli.atomic import read_jsonl
 from omnicli.engine import RequestFailed, TTSRequest
+from omnicli.engine.talker import TalkerDelta
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.retention import Retainer
@@ -199,23 +200,53 @@ def test_results_that_cannot_be_recorded_stop_the_run_with_the_os_error(engine_h
 def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_still_finishes(engine_harness, fresh_engine_state, monkeypatch):
     # A request queued behind a full batch gets no audio for a long time while
     # the engine makes progress: that is load, not a hung stage, and must not fail.
+    # Machine speed must not matter: the streamer's talker output is paced (one frame per
+    # 40 ms: a chunk about every second, for about 17 s) and the late request is held in the
+    # talker until the streamer has delivered for twice the stage timeout. Once released,
+    # the late request is an ordinary one, so the timeout is lifted for the rest.
     engine = engine_harness.engine
-    monkeypatch.setattr(engine.profile, "stage_timeout_s", 2.0)
-    inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(5) if rid.startswith("late#") else None)
+    timeout_s = 4.0
+    monkeypatch.setattr(engine.profile, "stage_timeout_s", timeout_s)
+    released = asyncio.Event()
+    real = engine.talker.generate
+    k = engine.adapter.num_codebooks
+
+    async def generate(rid, prompt, max_tokens, seed):
+        if rid.startswith("late#"):
+            await released.wait()
+        async for delta in real(rid, prompt, max_tokens, seed):
+            if not rid.startswith("streamer#") or not delta.token_ids:
+                yield delta
+                continue
+            ids = delta.token_ids
+            for i in range(0, len(ids), k):
+                await asyncio.sleep(0.04)
+                last = i + k >= len(ids)
+                yield TalkerDelta(ids[i : i + k], delta.finished and last, delta.finish_reason if last else None)
+
+    monkeypatch.setattr(engine.talker, "generate", generate)
 
     async def scenario():
+        loop = asyncio.get_running_loop()
         good = engine.generate(TTSRequest("streamer", "z" * 480))
         await good.__anext__()  # streaming before the late one starts
         late = asyncio.create_task(_drain(engine.generate(TTSRequest("late", "Answered late."))))
-        chunks = 0
-        while not late.done():
-            await good.__anext__()
+        t0, chunks, held_s = loop.time(), 0, None
+        async for _ in good:
             chunks += 1
+            if held_s is None and loop.time() - t0 > 2 * timeout_s:
+                held_s = loop.time() - t0
+                assert not late.done()  # waited past the stage timeout, and was not failed
+                engine.profile.stage_timeout_s = 300.0
+                released.set()
+            if late.done():
+                break
         await good.aclose()
-        return late.result(), chunks
+        assert held_s is not None, "the streamer ended before the late request had waited long enough"
+        return await late, chunks, held_s
 
-    late_chunks, chunks_meanwhile = engine_harness.run(scenario(), timeout=120)
-    assert late_chunks and chunks_meanwhile >= 1
+    late_chunks, chunks_meanwhile, held_s = engine_harness.run(scenario(), timeout=300)
+    assert late_chunks and chunks_meanwhile >= 4 and held_s > 2 * timeout_s
     assert engine.fault() is None
 
 
@@ -232,7 +263,7 @@ def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(e
     assert [r.utt for r in plan_run(read_manifest(manifest), out).todo] == ["h0", "h1", "h2", "h3"]
 
 
-def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_harness, tmp_path):
+def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_harness, tmp_path, monkeypatch):
     long_text = "A much longer sentence that keeps the talker and the codec busy for a good while. " * 2
     manifest = make_manifest(tmp_path / "set", ["s0|||Quick one."] + [f"s{i}|||{long_text}" for i in range(1, 6)])
     out = tmp_path / "out"
@@ -241,6 +272,9 @@ def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_h
     def stop_after_first(result) -> None:
         run.stop.set()  # runs on the engine's loop
 
+    # s1 and s2 are held in the talker until cancelled, so they are in flight when s0 ends
+    # whatever the machine's speed.
+    inject_into_talker(monkeypatch, engine_harness.engine, lambda rid: asyncio.sleep(3600) if rid.startswith(("s1#", "s2#")) else None)
     run = SynthRun(engine_harness.engine, out, concurrency=3, grace_s=0.0, on_result=stop_after_first)
     engine_harness.run(run.run(read_manifest(manifest).rows))
     rows = read_jsonl(out / RESULTS)
