@@ -239,7 +239,7 @@ class StandInBench:
         self.out = tmp_path
         self.proc = subprocess.Popen(
             [sys.executable, "-c", STAND_IN_BENCH, mode, str(tmp_path)], cwd=REPO, start_new_session=True,  # a shell job
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
         self.engine_process: psutil.Process | None = None

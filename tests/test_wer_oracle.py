@@ -138,7 +138,7 @@ def assert_matches_oracle(reference: str, hypothesis: str, lang: str) -> bool:
     assert normalize_text(reference, lang) == oracle_normalize(reference, lang)
     expected = oracle_score(reference, hypothesis, lang)
     if expected is None:
-        with pytest.raises(EmptyReference):
+        with pytest.raises(EmptyReference, match="has no words after normalisation"):
             score_utterance(reference, hypothesis, lang)
         return False
     got = score_utterance(reference, hypothesis, lang)
@@ -208,3 +208,24 @@ def test_aggregates_match_oracle(lang, seed, size):
     assert ours.keys() == expected.keys()
     for key, value in expected.items():
         assert ours[key] == pytest.approx(value, abs=1.5e-3), key
+
+
+def test_aggregate_of_nothing_has_the_same_keys_all_none():
+    some = aggregate([score_utterance("a b", "a c", "en")])
+    assert aggregate([]) == dict.fromkeys(some, None)
+    assert list(some) == ["seed_wer_mean", "corpus_wer", "median_wer", "share_wer_above_50", "wer_mean_below_50", "sub", "del", "ins"]
+
+
+def test_utt_score_to_dict_has_every_field():
+    score = score_utterance("The cat sat.", "the cat", "en")
+    assert score.to_dict() == {
+        "wer": pytest.approx(1 / 3), "sub": 0.0, "dele": pytest.approx(1 / 3), "ins": 0.0,
+        "substitutions": 0, "deletions": 1, "insertions": 0, "hits": 2, "ref_words": 3,
+        "ref_norm": "the cat sat", "hyp_norm": "the cat",
+    }
+
+
+def test_unknown_language_names_the_ones_supported():
+    with pytest.raises(ValueError) as raised:
+        normalize_text("x", "fr")
+    assert str(raised.value) == "unsupported language 'fr' (expected one of en, zh)"
