@@ -11,11 +11,18 @@ import soxr
 from omnicli.engine import RequestFailed, TTSRequest
 from omnicli.engine.talker import TalkerDelta
 from tests.conftest import DEMO_MANIFEST
-from tests.test_reliability_engine import by_utt, fresh_engine_state, make_manifest, synth  # noqa: F401 - fixture
+from tests.test_reliability_engine import by_utt, make_manifest, synth
 
 pytestmark = pytest.mark.engine
 
 PROMPT = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+
+
+@pytest.fixture
+def fresh_engine_state(engine_harness, monkeypatch):
+    """Undoes the sticky engine-wide failure a test provokes on the shared engine."""
+    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    return engine_harness.engine
 
 def end_early(monkeypatch, engine, victim: str, finish_reason: str, after_deltas: int = 1):
     """Passes the real talker's output through, but for `victim` ends the stream after a few

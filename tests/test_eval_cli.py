@@ -9,10 +9,9 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from tests import needs
-
 from omnicli.cli import app
 from omnicli.commands.common import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
+from tests import needs
 
 runner = CliRunner()
 

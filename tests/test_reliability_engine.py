@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
-from omnicli.engine import RequestFailed, TTSRequest
+from omnicli.engine import TTSRequest
 from omnicli.engine.talker import TalkerDelta
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile

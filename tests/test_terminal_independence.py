@@ -7,7 +7,6 @@ import io
 import re
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 

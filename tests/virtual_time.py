@@ -16,7 +16,7 @@ from typing import Any
 class _JumpingSelector:
     """Wraps the loop's selector: never blocks; a wait of `timeout` advances the clock instead."""
 
-    def __init__(self, loop: "VirtualTimeLoop", real):
+    def __init__(self, loop: VirtualTimeLoop, real):
         self._loop = loop
         self._real = real
 
