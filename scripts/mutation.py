@@ -50,6 +50,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 EQUIVALENT: dict[str, str] = {
     "omnicli.evaluation.wer.x_aggregate__mutmut_23": "np.array of Python floats is float64 whatever dtype=None says",
     "omnicli.evaluation.wer.x_aggregate__mutmut_25": "np.array of Python floats is float64 without a dtype too",
+    "omnicli.atomic.x_iter_jsonl__mutmut_13": "`return` for `break` as the loop's last act: the generator ends either way",
+    "omnicli.atomic.x_write_text_atomic__mutmut_7": "'UTF-8' and 'utf-8' name the same codec",
+    "omnicli.atomic.xǁJsonlAppenderǁappend__mutmut_12": "'UTF-8' and 'utf-8' name the same codec",
+    "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_9": "needs_newline None is as false as False (only tested for truth)",
+    "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_27": "read(None) at one byte before the end reads that one byte, as read(1)",
+    "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_28": "read(2) at one byte before the end reads that one byte, as read(1)",
 }
 
 KILLED = {"killed", "timeout"}  # a mutant that makes a test hang is caught too

@@ -203,3 +203,71 @@ def test_resume_redoes_a_wav_truncated_to_a_third_even_without_a_recorded_length
     wav.write_bytes(wav.read_bytes()[: wav.stat().st_size // 3])
     plan = plan_run(manifest, out)
     assert plan.done == [] and [r.utt for r in plan.todo] == ["u"]
+
+
+# ------------------------------------------------- the exact files written
+
+
+def test_the_temp_file_is_hidden_beside_its_target(tmp_path, monkeypatch):
+    seen = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        seen.append((Path(src), Path(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "sub" / "summary.json"
+    write_bytes_atomic(target, b"{}")
+    (tmp, final), = seen
+    assert final == target and tmp.parent == target.parent  # one filesystem: the rename is atomic
+    assert tmp.name.startswith(".summary.json.") and tmp.name.endswith(".tmp")  # what resume tidies away
+    assert len(tmp.name) == len(".summary.json.") + 8 + len(".tmp")
+
+
+def test_a_failed_write_reports_its_own_error_even_when_the_temp_file_is_gone(tmp_path, monkeypatch):
+    def replace_then_fail(src, dst):
+        os.unlink(src)  # e.g. another run tidied it away
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", replace_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_bytes_atomic(tmp_path / "f.bin", b"new")
+
+
+def test_json_files_are_indented_utf8_with_paths_as_text(tmp_path):
+    path = write_json_atomic(tmp_path / "s.json", {"a": "é", "p": Path("/x")})
+    assert path.read_bytes() == '{\n  "a": "é",\n  "p": "/x"\n}\n'.encode()
+
+
+def test_jsonl_lines_are_compact_utf8_with_paths_as_text(tmp_path):
+    path = tmp_path / "deep" / "er" / "r.jsonl"  # folders are made
+    with JsonlAppender(path) as out:
+        out.append({"a": "é", "p": Path("/x")})
+        out.append({"b": 2})
+    assert path.read_bytes() == '{"a": "é", "p": "/x"}\n{"b": 2}\n'.encode()
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        (b"", b'{"n": 1}\n'),  # an empty file: nothing to seal
+        (b'{"a": 1}\n', b'{"a": 1}\n{"n": 1}\n'),  # a whole last line: no blank line added
+        (b"{", b'{\n{"n": 1}\n'),  # a one-byte torn line is sealed
+        (b'{"a": 1}\n{"b', b'{"a": 1}\n{"b\n{"n": 1}\n'),
+    ],
+)
+def test_appending_to_an_existing_file_seals_only_a_torn_line(tmp_path, before, after):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(before)
+    with JsonlAppender(path) as out:
+        out.append({"n": 1})
+    assert path.read_bytes() == after
+
+
+def test_a_closed_appender_refuses_rows_and_closes_once(tmp_path):
+    out = JsonlAppender(tmp_path / "r.jsonl")
+    out.close()
+    out.close()
+    with pytest.raises(ValueError):
+        out.append({"late": True})
