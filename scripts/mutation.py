@@ -36,7 +36,7 @@ SCRATCH = REPO / ".cache" / "mutation"
 # module name -> (source file, the tests that state its rules)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "chunker": ("omnicli/engine/chunker.py", ["tests/test_chunker.py"]),
-    "codec_scheduler": ("omnicli/engine/codec_scheduler.py", ["tests/test_codec_scheduler.py"]),
+    "codec_scheduler": ("omnicli/engine/codec_scheduler.py", ["tests/test_codec_scheduler.py", "tests/test_codec_scheduler_edges.py"]),
     "manifest": ("omnicli/manifest.py", ["tests/test_manifest.py"]),
     "normalize": ("omnicli/evaluation/normalize.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "wer": ("omnicli/evaluation/wer.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
@@ -50,6 +50,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 EQUIVALENT: dict[str, str] = {
     "omnicli.evaluation.wer.x_aggregate__mutmut_23": "np.array of Python floats is float64 whatever dtype=None says",
     "omnicli.evaluation.wer.x_aggregate__mutmut_25": "np.array of Python floats is float64 without a dtype too",
+    "omnicli.engine.codec_scheduler.xǁCodecSchedulerǁ_candidates__mutmut_36": (
+        "free + len(starting) for free - len(starting): they differ only when idle seekers outnumber the free "
+        "slots left, and then runnable + could_join already equals num_slots >= min_batch: the same decision"
+    ),
+    "omnicli.engine.codec_scheduler.xǁCodecSchedulerǁcomplete__mutmut_5": "in_flight None is as false as False (only tested for truth)",
     "omnicli.atomic.x_iter_jsonl__mutmut_13": "`return` for `break` as the loop's last act: the generator ends either way",
     "omnicli.atomic.x_write_text_atomic__mutmut_7": "'UTF-8' and 'utf-8' name the same codec",
     "omnicli.atomic.xǁJsonlAppenderǁappend__mutmut_12": "'UTF-8' and 'utf-8' name the same codec",
