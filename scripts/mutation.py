@@ -40,7 +40,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "manifest": ("omnicli/manifest.py", ["tests/test_manifest.py"]),
     "normalize": ("omnicli/evaluation/normalize.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "wer": ("omnicli/evaluation/wer.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
-    "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py"]),
+    "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py"]),
     "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py"]),
 }
@@ -55,6 +55,11 @@ EQUIVALENT: dict[str, str] = {
         "slots left, and then runnable + could_join already equals num_slots >= min_batch: the same decision"
     ),
     "omnicli.engine.codec_scheduler.xǁCodecSchedulerǁcomplete__mutmut_5": "in_flight None is as false as False (only tested for truth)",
+    "omnicli.benchmark.metrics.x_audio_underrun__mutmut_14": "t >= cursor for t > cursor: at t == cursor both add a zero gap and move the cursor to cursor + d",
+    "omnicli.benchmark.metrics.x_detailed_lists__mutmut_27": "min()'s default is only used for an empty round, whose t0 is never read",
+    "omnicli.benchmark.metrics.x_detailed_lists__mutmut_30": "min()'s default is only used for an empty round, whose t0 is never read",
+    "omnicli.benchmark.metrics.x_distribution__mutmut_5": "the values times a float scale are float64 whatever the array's own dtype",
+    "omnicli.benchmark.metrics.x_distribution__mutmut_7": "the values times a float scale are float64 whatever the array's own dtype",
     "omnicli.atomic.x_iter_jsonl__mutmut_13": "`return` for `break` as the loop's last act: the generator ends either way",
     "omnicli.atomic.x_write_text_atomic__mutmut_7": "'UTF-8' and 'utf-8' name the same codec",
     "omnicli.atomic.xǁJsonlAppenderǁappend__mutmut_12": "'UTF-8' and 'utf-8' name the same codec",
