@@ -107,6 +107,9 @@ def write_config(work: Path, source: str, tests: list[str]) -> None:
         "pytest_add_cli_args=",
         "    -p",
         "    no:cacheprovider",
+        "also_copy=",  # mutmut copies tests/ itself; the presets and the demo set too
+        "    profiles",
+        "    datasets",
         "process_isolation=forkserver",
         "forkserver_warmup=collect",
         "use_git_change_detection=false",
