@@ -90,7 +90,7 @@ def scratch_copy(module: str) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "omnicli", "tests", "profiles", "datasets", "pyproject.toml"],
+        ["git", "ls-files", "-co", "--exclude-standard", "omnicli", "tests", "profiles", "datasets", "docs", "pyproject.toml"],
         cwd=REPO, check=True, capture_output=True, text=True,
     ).stdout.splitlines()
     for name in listed:
@@ -113,9 +113,10 @@ def write_config(work: Path, source: str, tests: list[str]) -> None:
         "pytest_add_cli_args=",
         "    -p",
         "    no:cacheprovider",
-        "also_copy=",  # mutmut copies tests/ itself; the presets and the demo set too
+        "also_copy=",  # mutmut copies tests/ itself; the presets, the demo set and the docs some tests read
         "    profiles",
         "    datasets",
+        "    docs",
         "process_isolation=forkserver",
         "forkserver_warmup=collect",
         "use_git_change_detection=false",
@@ -150,10 +151,11 @@ def run_module(module: str, jobs: int, show: bool) -> dict:
     source, tests = MODULES[module]
     work = scratch_copy(module)
     write_config(work, source, tests)
-    mutmut(work, "run", "--max-children", str(jobs), check=False)
+    run = mutmut(work, "run", "--max-children", str(jobs), check=False)
     found = statuses(work)
-    if not found:
-        raise SystemExit(f"{module}: mutmut produced no mutants (see {work})")
+    if not found or all(s == "not checked" for s in found.values()):
+        # usually the tests fail on the unmutated copy (a file they read was not copied)
+        raise SystemExit(f"{module}: mutmut tested no mutant (see {work}):\n{run[-3000:]}")
     killed = sorted(m for m, s in found.items() if s in KILLED)
     equivalent = sorted(m for m, s in found.items() if s not in KILLED and m in EQUIVALENT)
     alive = sorted(m for m, s in found.items() if s not in KILLED and m not in EQUIVALENT)
