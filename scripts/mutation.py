@@ -73,6 +73,8 @@ EQUIVALENT: dict[str, str] = {
     "omnicli.manifest.x_read_manifest__mutmut_54": "a line break left at the end is stripped with the last field (or ignored by JSON)",
     "omnicli.manifest.x_read_manifest__mutmut_111": "must_exist None is as false as False",
     "omnicli.manifest.x_resolve_audio_path__mutmut_10": "base / an absolute path is that absolute path",
+    "omnicli.atomic.x_write_json_atomic__mutmut_8": "ensure_ascii=None is as false as False to json.dumps",
+    "omnicli.atomic.xǁJsonlAppenderǁappend__mutmut_5": "ensure_ascii=None is as false as False to json.dumps",
     "omnicli.atomic.x_iter_jsonl__mutmut_13": "`return` for `break` as the loop's last act: the generator ends either way",
     "omnicli.atomic.x_write_text_atomic__mutmut_7": "'UTF-8' and 'utf-8' name the same codec",
     "omnicli.atomic.xǁJsonlAppenderǁappend__mutmut_12": "'UTF-8' and 'utf-8' name the same codec",
