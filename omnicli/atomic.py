@@ -5,13 +5,32 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (os.umask
+    can only be read by setting it, which races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _tmp_path_for(path: Path) -> tuple[int, str]:
     # The temp file lives beside the target so os.replace stays on one filesystem.
-    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp creates 0600; the finished file gets the mode any new file gets (0666 less the umask).
+    os.fchmod(fd, 0o666 & ~current_umask())
+    return fd, tmp
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
@@ -41,8 +60,10 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
 class JsonlAppender:
     """Appends one JSON object per line, each line written whole and fsynced.
 
-    A crash can at worst leave an unterminated last line; `read_jsonl` drops
-    it and the next append starts on a fresh line.
+    When a write fails part-way (disk full, I/O error) the file is cut back to
+    the last whole line before the error is raised, so rows are whole or
+    absent. A crash can at worst leave an unterminated last line; `read_jsonl`
+    drops it and the next append starts on a fresh line.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -53,21 +74,35 @@ class JsonlAppender:
             with open(self.path, "rb") as f:
                 f.seek(-1, os.SEEK_END)
                 needs_newline = f.read(1) != b"\n"
-        self._f = open(self.path, "ab")
+        # Unbuffered: a buffered writer would keep the unwritten part of a failed
+        # line and write it later (at close), tearing the file after all.
+        self._f = open(self.path, "ab", buffering=0)
         if needs_newline:  # seal a torn line left by a crash
-            self._f.write(b"\n")
+            self._write_whole(b"\n")
 
     def append(self, row: dict) -> None:
-        line = json.dumps(row, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
-        self._f.write(line)  # a single write of one line: no interleaving within it
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._write_whole(json.dumps(row, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+
+    def _write_whole(self, data: bytes) -> None:
+        fd = self._f.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # O_APPEND: every write lands at the end
+                view = view[self._f.write(view):]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)  # shrinking needs no space
+            except OSError:
+                pass  # left torn; read_jsonl skips it and resume rewrites the file
+            raise
 
     def close(self) -> None:
         if not self._f.closed:
             self._f.close()
 
-    def __enter__(self) -> "JsonlAppender":
+    def __enter__(self) -> JsonlAppender:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,4 +1,4 @@
-"""Ctrl-C / SIGTERM for long batch commands: the first asks to stop, the next one forces.
+"""Ctrl-C / SIGTERM / SIGHUP for long batch commands: the first asks to stop, the next one forces.
 
 Signals are read on a watcher thread from CPython's wakeup fd rather than in
 a Python signal handler, because the main thread may be blocked in native
@@ -6,6 +6,11 @@ code (vLLM start-up, a torch op) for a long time: the user's second Ctrl-C
 must work even then. `omnicli.commands.interrupts.EngineRunInterrupts` is
 what `omni synth` and `omni bench` do with them: stop gracefully first,
 force on the next one.
+
+SIGHUP (the terminal or ssh session closed) is a stop like SIGTERM. Its
+terminal is gone, so writing to it would fail (EIO) in the middle of the
+shutdown: standard output and error that are that terminal are first
+pointed at /dev/null (output redirected to a file is left alone).
 """
 
 from __future__ import annotations
@@ -17,18 +22,18 @@ import threading
 from collections.abc import Callable, Iterable
 
 Callback = Callable[[signal.Signals], None]
-STOP_GRACE_S = 5.0  # after a first Ctrl-C, requests in flight may finish for this long
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
-    """Context manager (main thread only) routing SIGINT/SIGTERM to callbacks.
+    """Context manager (main thread only) routing SIGINT/SIGTERM/SIGHUP to callbacks.
 
     `on_first(sig)` runs for the first signal, `on_force(sig)` for every later
     one; both run on the watcher thread, so they must be thread-safe (e.g.
     `loop.call_soon_threadsafe`). Either callback may be swapped at any time.
     """
 
-    def __init__(self, on_first: Callback, on_force: Callback, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)):
+    def __init__(self, on_first: Callback, on_force: Callback, signals: Iterable[int] = STOP_SIGNALS):
         self.on_first = on_first
         self.on_force = on_force
         self.signals = tuple(signal.Signals(s) for s in signals)
@@ -37,12 +42,15 @@ class StopSignals:
         self._old_wakeup = -1
         self._pipe: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
+        self._terminal_fds: list[int] = []
 
     @property
     def count(self) -> int:
         return len(self.received)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
+        # Noted now: once the terminal has hung up, isatty() on it fails (EIO) like every write.
+        self._terminal_fds = [fd for fd in (1, 2) if _isatty(fd)]
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._pipe = (r, w)
@@ -79,10 +87,37 @@ class StopSignals:
                 if number not in wanted:
                     continue
                 sig = signal.Signals(number)
+                if sig == signal.SIGHUP:
+                    _leave_hung_up_terminal(self._terminal_fds)
                 self.received.append(sig)
                 callback = self.on_first if len(self.received) == 1 else self.on_force
-                callback(sig)
+                try:
+                    callback(sig)
+                except OSError:
+                    pass  # its message could not be written (a closed terminal): keep watching for the next signal
 
 
 def _ignore(signum, frame) -> None:
     pass
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _leave_hung_up_terminal(fds: list[int]) -> None:
+    """Points `fds` (stdout/stderr that were a terminal) at /dev/null: after SIGHUP it is gone."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+

@@ -51,6 +51,14 @@ class Manifest:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def limited(self, limit: int | None) -> Manifest:
+        """The first `limit` valid rows and only the errors met before the cut:
+        a bad row after the last row taken is not part of the run."""
+        if limit is None or limit > len(self.rows):
+            return self
+        cut = self.rows[limit - 1].line_no if limit > 0 else 0
+        return Manifest(self.path, self.rows[:limit], [e for e in self.errors if e.line_no < cut])
+
 
 class ManifestError(ValueError):
     """The manifest as a whole cannot be read (missing file, directory, ...)."""
@@ -94,8 +102,20 @@ def resolve_audio_path(
     return path, None
 
 
-def _parse_seed_tts(line: str) -> tuple[dict | None, str | None]:
+def _parse_seed_tts_short(parts: list[str]) -> dict:
+    """seed-tts-eval's shorter layouts (get_wav_res_ref_text.py): `utt|text`
+    and `utt|text|prompt_wav` (where utt may carry a `.wav` suffix)."""
+    utt, text = parts[0].strip(), parts[1].strip()
+    prompt_wav = parts[2].strip() if len(parts) == 3 else ""
+    if len(parts) == 3 and utt.endswith(".wav"):
+        utt = utt[: -len(".wav")]
+    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": ""}
+
+
+def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None, str | None]:
     parts = line.split("|")
+    if short_layouts and len(parts) in (2, 3):
+        return _parse_seed_tts_short(parts), None
     if len(parts) < 4:
         return None, f"expected {SEED_TTS_FIELDS}, found {len(parts)} field(s)"
     if len(parts) > 5:
@@ -131,25 +151,33 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
     return {k: v.strip() for k, v in fields.items()}, None
 
 
-def read_manifest(path: str | os.PathLike, allow_outside_paths: bool = False, check_audio: bool = True) -> Manifest:
+def read_manifest(
+    path: str | os.PathLike, allow_outside_paths: bool = False, check_audio: bool = True, short_layouts: bool = False
+) -> Manifest:
     """Parses a manifest; the format follows the suffix (`.jsonl`/`.json` or Seed-TTS).
 
     `check_audio=False` skips the reference-exists check (evaluation needs
-    only the texts, not the prompt wavs).
+    only the texts, not the prompt wavs). `short_layouts=True` also accepts
+    seed-tts-eval's 2- and 3-field lines (`utt|text`, `utt|text|prompt_wav`),
+    which carry what WER needs but no prompt transcript for synthesis.
     """
     path = Path(path)
     if not path.exists():
         raise ManifestError(f"{path}: manifest not found")
     if not path.is_file():
         raise ManifestError(f"{path}: not a file")
-    parse = _parse_jsonl if path.suffix.lower() in (".jsonl", ".json") else _parse_seed_tts
+    if path.suffix.lower() in (".jsonl", ".json"):
+        parse = _parse_jsonl
+    else:
+        def parse(line: str) -> tuple[dict | None, str | None]:
+            return _parse_seed_tts(line, short_layouts)
     base = path.parent
     manifest = Manifest(path=path)
     seen: dict[str, int] = {}
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             def bad(reason: str, utt: str | None = None) -> None:
-                manifest.errors.append(RowError(path, line_no, reason, utt))
+                manifest.errors.append(RowError(path, line_no, reason, utt))  # noqa: B023 (called within this iteration)
 
             try:
                 line = raw.decode("utf-8")

@@ -1,4 +1,4 @@
-"""Failed-audio retention (METRICS.md, "Failed-audio retention").
+"""Failed-audio retention (docs/metrics.md, "Failed-audio retention").
 
 `judge_audio` decides which audio-level reasons apply to one output; a
 `Retainer` keeps the suspect ones as `failed_speech_<sha16>.wav` + `.json`
@@ -15,62 +15,48 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import soundfile as sf
 
 from omnicli.atomic import write_bytes_atomic, write_json_atomic
 from omnicli.audio import rms_dbfs
+from omnicli.profile.schema import RetentionConfig
+
+if TYPE_CHECKING:
+    from omnicli.driver.records import RequestRecord
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 FILE_PREFIX = "failed_speech_"
 
-# Audio-level reasons, in the order METRICS.md lists them (judge_audio keeps it).
-ERROR = "error"
-EMPTY = "empty"
-NEAR_SILENT = "near_silent"
-HIT_CAP = "hit_cap"
-TOO_LONG = "too_long"
-CLIPPED = "clipped"
-# Reasons only `eval-wer` can judge (it has a transcript).
-ASR_MISMATCH = "asr_mismatch"
-ASR_EMPTY = "asr_empty"
-ALL_REASONS = (ERROR, EMPTY, NEAR_SILENT, HIT_CAP, TOO_LONG, CLIPPED, ASR_MISMATCH, ASR_EMPTY)
+class Reason(str, Enum):
+    """Why an output is suspect; the values are what results rows and sidecars store."""
+
+    # Audio-level reasons, in the order docs/metrics.md lists them (judge_audio keeps it).
+    ERROR = "error"
+    EMPTY = "empty"
+    NEAR_SILENT = "near_silent"
+    HIT_CAP = "hit_cap"
+    TOO_LONG = "too_long"
+    CLIPPED = "clipped"
+    # Reasons only `eval-wer` can judge (it has a transcript).
+    ASR_MISMATCH = "asr_mismatch"
+    ASR_EMPTY = "asr_empty"
+
+    def __str__(self) -> str:
+        return self.value
+
 
 # A sample counts as "at full scale" from this magnitude on (float PCM in [-1, 1]);
 # the profile schema documents the same bound for `clipped_share`.
 FULL_SCALE = 0.999
-
-
-@dataclass(frozen=True)
-class RetentionThresholds:
-    """The rules' knobs; defaults equal the profile's `retention` section."""
-
-    near_silent_dbfs: float = -60.0
-    clipped_share: float = 0.01
-    too_long_s_per_char: float = 0.5
-    too_long_min_s: float = 10.0
-    asr_wer_threshold: float = 0.5
-
-    @classmethod
-    def from_config(cls, config: Any | None) -> "RetentionThresholds":
-        """Builds from anything with the same attribute names (e.g. the profile's RetentionConfig)."""
-        if config is None:
-            return cls()
-        if isinstance(config, cls):
-            return config
-        defaults = cls()
-        values = {name: getattr(config, name, getattr(defaults, name)) for name in cls.__dataclass_fields__}
-        return cls(**{k: float(v) for k, v in values.items()})
-
-    def too_long_limit_s(self, text: str) -> float:
-        return max(self.too_long_min_s, self.too_long_s_per_char * len(text))
 
 
 def judge_audio(
@@ -80,31 +66,31 @@ def judge_audio(
     text: str | None = None,
     finish_reason: str | None = None,
     error: str | BaseException | None = None,
-    thresholds: Any | None = None,
-) -> list[str]:
+    thresholds: RetentionConfig | None = None,
+) -> list[Reason]:
     """Returns the audio-level retention reasons that apply (empty list: nothing suspect).
 
     `pcm` is float PCM, mono (n,) or (n, channels); `None` counts as no samples.
     `too_long` is judged only when `text` is given; `hit_cap` when
     `finish_reason == "length"`; `error` whenever `error` is not None.
     """
-    limits = RetentionThresholds.from_config(thresholds)
-    reasons: list[str] = []
+    limits = thresholds or RetentionConfig()
+    reasons: list[Reason] = []
     if error is not None:
-        reasons.append(ERROR)
+        reasons.append(Reason.ERROR)
     audio = np.zeros(0, dtype=np.float32) if pcm is None else np.asarray(pcm)
     frames = audio.shape[0] if audio.ndim else 0
     if frames == 0 or audio.size == 0:
-        reasons.append(EMPTY)
+        reasons.append(Reason.EMPTY)
     else:
         if rms_dbfs(audio) < limits.near_silent_dbfs:
-            reasons.append(NEAR_SILENT)
+            reasons.append(Reason.NEAR_SILENT)
     if finish_reason == "length":
-        reasons.append(HIT_CAP)
+        reasons.append(Reason.HIT_CAP)
     if frames and text is not None and frames / sample_rate > limits.too_long_limit_s(text):
-        reasons.append(TOO_LONG)
+        reasons.append(Reason.TOO_LONG)
     if frames and float(np.mean(np.abs(audio) >= FULL_SCALE)) > limits.clipped_share:
-        reasons.append(CLIPPED)
+        reasons.append(Reason.CLIPPED)
     return reasons
 
 
@@ -149,7 +135,7 @@ class Retainer:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_option(cls, directory: str | os.PathLike | None) -> "Retainer | None":
+    def from_option(cls, directory: str | os.PathLike | None) -> Retainer | None:
         """The CLI's `--keep-failed DIR`, else `$OMNI_FAILED_SPEECH_AUDIO_DIR`, else None (off)."""
         if directory is not None and str(directory) != "":
             return cls(directory)
@@ -227,3 +213,41 @@ class Retainer:
         except (OSError, ValueError):
             return None  # a damaged sidecar is rewritten from this occurrence
         return obj if isinstance(obj, dict) else None
+
+
+def request_meta(
+    record: RequestRecord,
+    *,
+    command: str,
+    profile_digest: str | None,
+    output_wav: str | os.PathLike | None = None,
+    status: str | None = None,
+    error: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """A retained request's metadata (the one builder synth and bench share).
+
+    `status` and `error` default to the request's own outcome; a caller
+    whose later step failed (the wav could not be written) passes its own.
+    `extra` (a bench pass and round, ...) is added as given.
+    """
+    row = record.prompt.item if record.prompt is not None else None
+    return {
+        "utt": record.utt,
+        "request_id": record.request_id,
+        "source": getattr(row, "where", None),
+        "text": record.text,
+        "expected_text": record.text,
+        "transcript": None,  # synth and bench have no ASR; eval-wer fills it
+        "reference_wav": record.reference,
+        "reference_text": getattr(row, "prompt_text", None),
+        "error": record.error if error is None and status is None else error,
+        "status": status or ("ok" if record.ok else "failed"),
+        "finish_reason": record.finish_reason,
+        "ref_cache": record.ref_cache,
+        "timings": {"ttfp_s": record.audio_ttfp, "e2el_s": record.e2el, "audio_seconds": record.audio_duration, "rtf": record.audio_rtf},
+        "output_wav": str(output_wav) if output_wav else None,
+        "profile_digest": profile_digest,
+        "command": command,
+        **(extra or {}),
+    }

@@ -8,36 +8,37 @@ one killed with SIGKILL, never leaves a torn wav or line.
 
 A request that fails is recorded as failed; when the engine itself fails
 (a stage died or stopped responding) the requests it took down are left
-pending instead, so that a resume retries them.
+pending instead, so that a resume retries them. The same holds when OUT
+cannot be written (disk full, I/O error): that is not a property of the
+utterance, so the run stops admitting rows and leaves the rest pending.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import fcntl
 import hashlib
-import json
 import os
 import re
-import time
 import zlib
-from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import soundfile as sf
+from pydantic import ValidationError
 
 from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
 from omnicli.audio import wav_data_complete, write_wav_atomic
-from omnicli.engine import Engine, RequestFailed
-from omnicli.interrupts import STOP_GRACE_S  # shared with omni bench
+from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
+from omnicli.driver.inputs import request_from_row
+from omnicli.engine.request import EngineLike
 from omnicli.manifest import Manifest, ManifestRow
-from omnicli.requests import InputError, request_from_row
-from omnicli.retention import Retainer, judge_audio
+from omnicli.retention import Retainer, judge_audio, request_meta
+from omnicli.synth_results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
@@ -47,35 +48,26 @@ _OUR_TEMP_FILE = re.compile(r"^\.(.+\.wav|results\.jsonl|summary\.json)\.[a-z0-9
 
 
 @dataclass
-class UttResult:
-    """One row of results.jsonl."""
-
-    utt: str
-    status: str  # "ok" or "failed"
-    line: int
-    wav: str | None = None
-    audio_seconds: float = 0.0
-    ttfp_s: float | None = None  # first audio - submission
-    e2el_s: float | None = None  # last audio - submission
-    rtf: float | None = None
-    finish_reason: str | None = None
-    ref_cache: str | None = None
-    flags: list[str] = field(default_factory=list)  # suspect-audio reasons (see retention)
-    error: str | None = None
-    retained: str | None = None
-    retention_error: str | None = None
-    input_digest: str = ""  # what was synthesized; a changed manifest row is redone
-    profile_digest: str = ""
-    finished_at: str = ""
-
-
-@dataclass
 class SynthPlan:
     todo: list[ManifestRow]
     done: list[str]  # utts already finished in OUT
     failed_before: list[str]  # utts that failed earlier and are not retried
     changed: list[str] = field(default_factory=list)  # finished earlier from a different input: redone
     other_profiles: set[str] = field(default_factory=set)  # digests of earlier rows made with another profile
+
+
+# OSErrors that belong to one output file's name rather than to the folder or its disk.
+_ONE_FILE_ERRNOS = frozenset({errno.EISDIR, errno.ENAMETOOLONG})
+
+
+def is_output_fault(exc: OSError) -> bool:
+    """True when writing into OUT failed for a reason every later write shares (disk
+    full, quota, read-only, I/O error, folder gone), not one file's own problem."""
+    return exc.errno not in _ONE_FILE_ERRNOS
+
+
+class OutputUnwritable(OSError):
+    """OUT cannot be written (disk full, I/O error): the run stops, the rest stays pending."""
 
 
 class OutputBusy(RuntimeError):
@@ -99,7 +91,7 @@ class OutputLock:
             fcntl.flock(self._f, fcntl.LOCK_UN)
             self._f.close()
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -124,9 +116,16 @@ def input_digest(row: ManifestRow) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-def last_results(out_dir: Path) -> dict[str, dict]:
-    """The latest results row of each utterance (later rows win)."""
-    return {row["utt"]: row for row in read_jsonl(out_dir / RESULTS) if isinstance(row.get("utt"), str)}
+def last_results(out_dir: Path) -> dict[str, SynthResult]:
+    """The latest results row of each utterance (later rows win); rows that do not validate are skipped."""
+    latest: dict[str, SynthResult] = {}
+    for raw in read_jsonl(out_dir / RESULTS):
+        try:
+            row = SynthResult.model_validate(raw)
+        except ValidationError:
+            continue  # damaged by hand or by another tool: that utterance is redone
+        latest[row.utt] = row
+    return latest
 
 
 def wav_matches(path: Path, audio_seconds: float | None) -> bool:
@@ -155,23 +154,28 @@ def plan_run(
     plan = SynthPlan([], [], [])
     for row in rows:
         prev = previous.get(row.utt)
-        if prev and prev.get("input_digest") not in (None, "", input_digest(row)):
+        if prev and prev.input_digest not in ("", input_digest(row)):
             plan.changed.append(row.utt)
             plan.todo.append(row)
-        elif prev and prev.get("status") == "ok" and wav_matches(out_dir / f"{row.utt}.wav", prev.get("audio_seconds")):
+        elif prev and prev.status == Status.OK and wav_matches(out_dir / f"{row.utt}.wav", prev.audio_seconds):
             plan.done.append(row.utt)
-        elif prev and prev.get("status") == "failed" and not retry_failed:
+        elif prev and prev.status == Status.FAILED and not retry_failed:
             plan.failed_before.append(row.utt)
         else:
             plan.todo.append(row)
-        if prev and profile_digest and prev.get("profile_digest") not in (None, "", profile_digest):
-            plan.other_profiles.add(prev["profile_digest"])
+        if prev and profile_digest and prev.profile_digest not in ("", profile_digest):
+            plan.other_profiles.add(prev.profile_digest)
     return plan
 
 
 def tidy_out_dir(out_dir: Path) -> int:
     """Removes temp files left by a killed run and rewrites results.jsonl with one row per
-    utterance (its latest). Call only while holding the OutputLock. Returns files removed."""
+    utterance (its latest). Call only while holding the OutputLock. Returns files removed.
+
+    A torn last line (a crash mid-write) is cut off first, in place: that needs no
+    free space, so the file is valid JSONL again even on a full disk. The rewrite
+    that follows (duplicates, damaged lines) raises OSError when it cannot be written.
+    """
     removed = 0
     if not out_dir.is_dir():
         return 0
@@ -181,175 +185,175 @@ def tidy_out_dir(out_dir: Path) -> int:
             removed += 1
     results = out_dir / RESULTS
     if results.exists():
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in last_results(out_dir).values())
-        if results.read_bytes() != text.encode("utf-8"):  # duplicates, a torn tail or damaged lines
+        cut_torn_tail(results)
+        text = "".join(r.to_line() + "\n" for r in last_results(out_dir).values())
+        if results.read_bytes() != text.encode("utf-8"):  # duplicates or damaged lines
             write_text_atomic(results, text)
     return removed
 
 
-class SynthRun:
-    """Synthesizes planned rows with `concurrency` requests in flight.
+def cut_torn_tail(path: Path) -> bool:
+    """Truncates `path` after its last newline; True when there was a torn line to cut."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return False
+        end = size
+        while end > 0:  # look back for the last newline, a block at a time
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            if block.endswith(b"\n") and end == size:
+                return False
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        f.truncate(end)
+        f.flush()
+        os.fsync(f.fileno())
+        return True
 
-    `stop` (an asyncio.Event; set it on the run's loop) stops admitting rows;
-    requests in flight then get `grace_s` to finish before they are
+
+class SynthRun:
+    """Synthesizes planned rows with `concurrency` requests in flight: plan -> drive -> sink.
+
+    The request driver (`omnicli.driver.drive`) runs the rows through the
+    engine; each record it yields is sunk here: judged, written atomically
+    as OUT/<utt>.wav, retained when suspect, and appended to results.jsonl.
+    `stop` (an asyncio.Event; set it on the run's loop) stops admitting
+    rows; requests in flight then get `grace_s` to finish before they are
     cancelled and left pending. When the engine fails as a whole, the run
-    stops at once and `engine_error` says why.
+    stops at once and `engine_error` says why. When OUT cannot be written
+    (disk full, I/O error), `output_error` says so and the run stops like
+    on `stop`; the row that hit it, and every row not written, stays pending.
     """
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineLike,
         out_dir: Path,
         *,
+        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
         concurrency: int = 8,
         max_new_tokens: int | None = None,
         retainer: Retainer | None = None,
-        on_result: Callable[[UttResult], None] | None = None,
+        on_result: Callable[[SynthResult], None] | None = None,
         grace_s: float = STOP_GRACE_S,
     ):
         self.engine = engine
+        self.resolved = resolved if resolved is not None else engine.resolved
         self.out_dir = out_dir
         self.concurrency = max(1, concurrency)
         self.max_new_tokens = max_new_tokens
         self.retainer = retainer
-        self.on_result = on_result or (lambda r: None)
+        self.on_result = on_result or (lambda _result: None)
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
-        self.results: list[UttResult] = []
+        self.results: list[SynthResult] = []
         self.engine_error: str | None = None
-        self.left_pending: list[str] = []  # in flight when stopped, or taken down by an engine failure
+        self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
+        self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
-        self._engine_failed = asyncio.Event()
+        self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
 
-    async def run(self, rows: list[ManifestRow]) -> list[UttResult]:
+    async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tidy_out_dir(self.out_dir)
-        queue = deque(rows)
-        in_flight: set[str] = set()
-        t0 = time.perf_counter()
-        with JsonlAppender(self.out_dir / RESULTS) as results:
+        try:
+            with JsonlAppender(self.out_dir / RESULTS) as results:
 
-            async def worker() -> None:
-                while queue and not self.stop.is_set() and not self._engine_failed.is_set():
-                    row = queue.popleft()
-                    in_flight.add(row.utt)
-                    result = await self._one(row)
-                    in_flight.discard(row.utt)
-                    if result is None:  # the engine failed under it: left pending
-                        self.left_pending.append(row.utt)
-                        continue
-                    results.append(asdict(result))  # after the wav is in place
-                    self.results.append(result)
-                    self.on_result(result)
+                def sink(record: RequestRecord) -> None:
+                    if self.output_error is None:
+                        try:
+                            result = self._finish(record)
+                            results.append(result.model_dump(mode="json"))  # after the wav is in place; whole or absent
+                        except OSError as exc:  # not this utterance's fault: stop, leave it pending
+                            self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
+                        else:
+                            self.results.append(result)
+                            self.on_result(result)
+                            return
+                    self._unwritten.append(record.utt)
 
-            workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(rows)) or 1)]
-            all_done = asyncio.gather(*workers)
-            stopped = asyncio.create_task(self.stop.wait())
-            failed = asyncio.create_task(self._engine_failed.wait())
-            try:
-                await asyncio.wait([all_done, stopped, failed], return_when=asyncio.FIRST_COMPLETED)
-                if not all_done.done() and not failed.done():
-                    # Stopping: nothing new starts; what is in flight may finish for a while.
-                    await asyncio.wait([all_done, failed], timeout=self.grace_s, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (stopped, failed, *workers):
-                    task.cancel()
-                outcomes = await asyncio.gather(*workers, return_exceptions=True)
-                if all_done.done() and not all_done.cancelled():
-                    all_done.exception()  # retrieved here; raised below
-                self.left_pending.extend(sorted(in_flight))
-                self.wall_seconds = time.perf_counter() - t0
-        tidy_out_dir(self.out_dir)
-        for outcome in outcomes:  # e.g. results.jsonl could not be written: nothing can be recorded
-            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-                raise outcome
+                driven = await drive(
+                    self.engine, [self._prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
+                    keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
+                )
+        finally:
+            tidy_out_dir(self.out_dir)
+        self.engine_error = driven.engine_error
+        self.left_pending = driven.left_pending + self._unwritten
+        self.wall_seconds = driven.wall_seconds
         return self.results
 
-    async def _one(self, row: ManifestRow) -> UttResult | None:
-        """Synthesizes one row; None when the engine failed as a whole (not this row's fault)."""
-        result = UttResult(
+    def _output_failed(self, message: str) -> None:
+        self.output_error = message
+        self.stop.set()  # nothing new is submitted; requests in flight are not written
+
+    def _prompt(self, row: ManifestRow) -> Prompt:
+        seed = utterance_seed(self.resolved.profile.seed, row.utt)
+        return Prompt(
+            row.utt,
+            reference=str(row.prompt_wav) if row.prompt_wav else None,
+            load=lambda: request_from_row(row, max_new_tokens=self.max_new_tokens, seed=seed),
+            text=row.text,
+            item=row,
+        )
+
+    def _finish(self, record: RequestRecord) -> SynthResult:
+        """One finished request -> its wav (when ok), retained audio (when suspect) and results row."""
+        row: ManifestRow = record.prompt.item
+        result = SynthResult(
             utt=row.utt,
-            status="failed",
+            status=Status.FAILED,
             line=row.line_no,
             input_digest=input_digest(row),
-            profile_digest=self.engine.resolved.digest,
+            profile_digest=self.resolved.digest,
+            error=record.error,
         )
-        seed = utterance_seed(self.engine.profile.seed, row.utt)
-        try:
-            request = request_from_row(row, max_new_tokens=self.max_new_tokens, seed=seed)
-        except InputError as exc:
-            result.error = str(exc)
+        if record.rejected:  # its input never became a request: nothing to judge or keep
             result.finished_at = _now()
             return result
-        pieces: list[np.ndarray] = []
-        st = time.perf_counter()
-        error: str | None = None
-        info = None
-        try:
-            async for chunk in self.engine.generate(request):
-                if chunk.num_samples and result.ttfp_s is None:
-                    result.ttfp_s = chunk.t - st
-                pieces.append(chunk.pcm)
-                result.e2el_s = chunk.t - st
-                info = chunk.info or info
-        except RequestFailed as exc:
-            error, info = exc.reason, exc.info
-        except Exception as exc:  # noqa: BLE001 - any stage's fault ends this row, not the batch
-            error = f"{type(exc).__name__}: {exc}"
-        if error is not None and (fault := self.engine.fault()) is not None:
-            self.engine_error = fault
-            self._engine_failed.set()
-            return None
-        if error is not None and self.stop.is_set():
-            return None  # failed while we shut down (a Ctrl-C also reaches vLLM's process): retry on resume
-        pcm = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-        sr = self.engine.sample_rate
+        pcm, sr = record.pcm, record.sample_rate
         result.audio_seconds = len(pcm) / sr
-        if info is not None:
-            result.finish_reason, result.ref_cache = info.finish_reason, info.ref_cache
+        result.ttfp_s = record.audio_ttfp
+        result.e2el_s = record.chunk_times[-1] - record.start if record.chunk_times else None
+        if record.info is not None:
+            result.finish_reason, result.ref_cache = record.info.finish_reason, record.info.ref_cache
         if result.e2el_s and result.audio_seconds:
             result.rtf = result.e2el_s / result.audio_seconds
+        error = record.error
         result.flags = judge_audio(
-            pcm, sr, text=row.text, finish_reason=None if error else result.finish_reason, error=error, thresholds=self.engine.profile.retention
+            pcm, sr, text=row.text, finish_reason=None if error else result.finish_reason, error=error, thresholds=self.resolved.profile.retention
         )
         if error is None and len(pcm) == 0:
             error = "the engine returned no audio"
         if error is None:
             try:
                 write_wav_atomic(self.out_dir / f"{row.utt}.wav", pcm, sr)
-                result.status, result.wav = "ok", f"{row.utt}.wav"
+                result.status, result.wav = Status.OK, f"{row.utt}.wav"
             except OSError as exc:
+                if is_output_fault(exc):  # every later row would fail the same way
+                    raise OutputUnwritable(f"cannot write {self.out_dir / (row.utt + '.wav')}: {exc}") from exc
                 error = f"could not write {self.out_dir / (row.utt + '.wav')}: {exc}"
         result.error = error
         if self.retainer is not None and result.flags:
             errors_before = self.retainer.errors
-            kept = self.retainer.keep(pcm, sr, result.flags, self._retention_meta(row, result))
+            meta = request_meta(
+                record, command="synth", profile_digest=self.resolved.digest,
+                output_wav=self.out_dir / result.wav if result.wav else None, status=result.status, error=result.error,
+            )
+            kept = self.retainer.keep(pcm, sr, result.flags, meta)
             result.retained = str(kept) if kept else None
             if self.retainer.errors > errors_before:
                 result.retention_error = self.retainer.error_messages[-1]
         result.finished_at = _now()
         return result
 
-    def _retention_meta(self, row: ManifestRow, result: UttResult) -> dict:
-        return {
-            "utt": row.utt,
-            "source": row.where,
-            "text": row.text,
-            "expected_text": row.text,
-            "transcript": None,  # synth has no ASR; eval-wer fills it
-            "reference_wav": str(row.prompt_wav) if row.prompt_wav else None,
-            "reference_text": row.prompt_text,
-            "error": result.error,
-            "status": result.status,
-            "finish_reason": result.finish_reason,
-            "timings": {"ttfp_s": result.ttfp_s, "e2el_s": result.e2el_s, "audio_seconds": result.audio_seconds, "rtf": result.rtf},
-            "output_wav": str(self.out_dir / result.wav) if result.wav else None,
-            "profile_digest": self.engine.resolved.digest,
-            "command": "synth",
-        }
 
-
-def build_summary(
+def build_synth_summary(
     manifest: Manifest,
     out_dir: Path,
     run: SynthRun | None,
@@ -358,52 +362,57 @@ def build_summary(
     limit: int | None = None,
     interrupted: bool = False,
     engine_error: str | None = None,
+    output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
-) -> dict:
+) -> SynthSummary:
     """Totals over every manifest row, from results.jsonl (this run and earlier ones)."""
     rows = manifest.rows[:limit] if limit is not None else manifest.rows
     latest = last_results(out_dir)
-    ok = [latest[r.utt] for r in rows if latest.get(r.utt, {}).get("status") == "ok"]
-    failed = [latest[r.utt] for r in rows if latest.get(r.utt, {}).get("status") == "failed"]
+    mine = [latest[r.utt] for r in rows if r.utt in latest]
+    ok = [r for r in mine if r.status == Status.OK]
+    failed = [r for r in mine if r.status == Status.FAILED]
     this_run = list(run.results) if run else []
     run_audio = sum(r.audio_seconds for r in this_run)
     wall = run.wall_seconds if run else 0.0
-    return {
-        "manifest": str(manifest.path),
-        "out_dir": str(out_dir),
-        "num_rows": len(rows),
-        "num_invalid_rows": len(manifest.errors),
-        "num_ok": len(ok),
-        "num_failed": len(failed),
-        "num_pending": len(rows) - len(ok) - len(failed),
-        "audio_seconds": round(sum(r.get("audio_seconds", 0.0) for r in ok), 3),
-        "interrupted": interrupted,
-        "engine_error": engine_error or (run.engine_error if run else None),
-        "this_run": {
-            "attempted": len(this_run),
-            "ok": sum(r.status == "ok" for r in this_run),
-            "failed": sum(r.status == "failed" for r in this_run),
-            "left_pending": list(run.left_pending) if run else [],
-            "wall_seconds": round(wall, 3),
-            "audio_seconds": round(run_audio, 3),
-            "audio_throughput": round(run_audio / wall, 4) if wall else 0.0,
-        },
-        "retention": None if retainer is None else {"dir": str(retainer.directory), "kept": retainer.kept, "errors": retainer.error_messages},
-        "invalid_rows": [str(e) for e in manifest.errors],
-        "failed": [{"utt": r["utt"], "line": r.get("line"), "error": r.get("error")} for r in failed],
-        "model": run.engine.model_name if run else resolved.profile.model,
-        "profile": resolved.to_dict(),
-        "profile_name": resolved.name,
-        "profile_digest": resolved.digest,
-        "started_at": started_at,
-        "finished_at": _now(),
-        "omni_version": __version__,
-    }
+    return SynthSummary(
+        manifest=str(manifest.path),
+        out_dir=str(out_dir),
+        num_rows=len(rows),
+        num_invalid_rows=len(manifest.errors),
+        num_ok=len(ok),
+        num_failed=len(failed),
+        num_pending=len(rows) - len(ok) - len(failed),
+        audio_seconds=round(sum(r.audio_seconds for r in ok), 3),
+        interrupted=interrupted,
+        # A stop the user asked for is not an engine error, though it may look like one
+        # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
+        engine_error=None if interrupted else engine_error or (run.engine_error if run else None),
+        output_error=output_error,
+        this_run=ThisRun(
+            attempted=len(this_run),
+            ok=sum(r.status == Status.OK for r in this_run),
+            failed=sum(r.status == Status.FAILED for r in this_run),
+            left_pending=list(run.left_pending) if run else [],
+            wall_seconds=round(wall, 3),
+            audio_seconds=round(run_audio, 3),
+            audio_throughput=round(run_audio / wall, 4) if wall else 0.0,
+        ),
+        retention=None if retainer is None else RetentionTotals(dir=str(retainer.directory), kept=retainer.kept, errors=retainer.error_messages),
+        invalid_rows=[str(e) for e in manifest.errors],
+        failed=[FailedRow(utt=r.utt, line=r.line, error=r.error) for r in failed],
+        model=str(getattr(run.engine, "model_name", resolved.profile.model)) if run else resolved.profile.model,
+        profile=resolved.to_dict(),
+        profile_name=resolved.name,
+        profile_digest=resolved.digest,
+        started_at=started_at,
+        finished_at=_now(),
+        omni_version=__version__,
+    )
 
 
-def write_summary(out_dir: Path, summary: dict) -> Path:
-    return write_json_atomic(out_dir / SUMMARY, summary)
+def write_summary(out_dir: Path, summary: SynthSummary) -> Path:
+    return write_json_atomic(out_dir / SUMMARY, summary.model_dump(mode="json"))
 
 
 def _now() -> str:

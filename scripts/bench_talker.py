@@ -7,11 +7,17 @@
 Each batch size runs after one warm request; figures are noisy on shared
 machines, so compare configurations measured back to back.
 """
-import asyncio, time, sys, os
-NOSEED = os.environ.get("NOSEED") == "1"
-from omnicli.profile import load_profile
-from omnicli.engine.talker import Talker
+import asyncio
+import os
+import sys
+import time
+
 from omnicli.engine.models import load_model
+from omnicli.engine.talker import Talker
+from omnicli.profile import load_profile
+
+NOSEED = os.environ.get("NOSEED") == "1"
+
 
 async def run(sets, batches=(1, 16, 64), tokens=80):
     rp = load_profile("default", overrides=sets)
@@ -21,7 +27,7 @@ async def run(sets, batches=(1, 16, 64), tokens=80):
     out = {}
     try:
         for b in batches:
-            async def one(i):
+            async def one(i, b=b):
                 n = 0
                 async for d in tk.generate(f"r{b}-{i}-{time.time()}", prompt, tokens, None if NOSEED else i):
                     n += len(d.token_ids)

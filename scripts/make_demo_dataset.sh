@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates datasets/demo/: reference prompts spoken by Debian's flite
+# Regenerates omnicli/data/demo/ (also reachable as datasets/demo/): reference prompts spoken by Debian's flite
 # (`apt-get install flite`) in four voices, and the Seed-TTS style meta.lst.
 set -euo pipefail
-out=$(cd "$(dirname "$0")/.." && pwd)/datasets/demo
+out=$(cd "$(dirname "$0")/.." && pwd)/omnicli/data/demo
 mkdir -p "$out/prompts"
 say() { flite -voice "$1" -t "$2" -o "$out/prompts/$3.wav"; }
 say slt "The birch canoe slid on the smooth planks." slt_birch

@@ -41,6 +41,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "normalize": ("omnicli/evaluation/normalize.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "wer": ("omnicli/evaluation/wer.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
+    "records": ("omnicli/driver/records.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py"]),
     "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py"]),
 }
@@ -55,7 +56,7 @@ EQUIVALENT: dict[str, str] = {
         "slots left, and then runnable + could_join already equals num_slots >= min_batch: the same decision"
     ),
     "omnicli.engine.codec_scheduler.xǁCodecSchedulerǁcomplete__mutmut_5": "in_flight None is as false as False (only tested for truth)",
-    "omnicli.benchmark.metrics.x_audio_underrun__mutmut_14": "t >= cursor for t > cursor: at t == cursor both add a zero gap and move the cursor to cursor + d",
+    "omnicli.driver.records.x_audio_underrun__mutmut_14": "t >= cursor for t > cursor: at t == cursor both add a zero gap and move the cursor to cursor + d",
     "omnicli.benchmark.metrics.x_detailed_lists__mutmut_27": "min()'s default is only used for an empty round, whose t0 is never read",
     "omnicli.benchmark.metrics.x_detailed_lists__mutmut_30": "min()'s default is only used for an empty round, whose t0 is never read",
     "omnicli.benchmark.metrics.x_distribution__mutmut_5": "the values times a float scale are float64 whatever the array's own dtype",
@@ -92,7 +93,7 @@ def scratch_copy(module: str) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "omnicli", "tests", "profiles", "datasets", "docs", "pyproject.toml"],
+        ["git", "ls-files", "-co", "--exclude-standard", "omnicli", "tests", "datasets", "docs", "pyproject.toml"],
         cwd=REPO, check=True, capture_output=True, text=True,
     ).stdout.splitlines()
     for name in listed:
@@ -115,8 +116,7 @@ def write_config(work: Path, source: str, tests: list[str]) -> None:
         "pytest_add_cli_args=",
         "    -p",
         "    no:cacheprovider",
-        "also_copy=",  # mutmut copies tests/ itself; the presets, the demo set and the docs some tests read
-        "    profiles",
+        "also_copy=",  # mutmut copies tests/ itself; the demo set and the docs some tests read (presets are under omnicli/data)
         "    datasets",
         "    docs",
         "process_isolation=forkserver",

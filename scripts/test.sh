@@ -7,4 +7,6 @@ bash "$repo/scripts/setup.sh"
 cd "$repo"
 # A bounded KV cache and a private model cache keep test runs independent of the user's.
 export OMNI_CACHE_DIR="${OMNI_CACHE_DIR:-$repo/.cache/omni-test}"
+# House rules first (pyproject.toml's [tool.ruff]): cheap, and they fail fast.
+"$repo/.venv/bin/ruff" check "$repo"
 exec "$repo/.venv/bin/python" -m pytest -q "$@"

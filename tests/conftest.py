@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_MANIFEST = REPO / "datasets" / "demo" / "meta.lst"
+DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 # Small capacities keep the shared engine light on a 2-core machine.
 TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
 
@@ -66,3 +66,44 @@ def demo_copy(tmp_path: Path) -> Path:
     dest = tmp_path / "demo"
     shutil.copytree(DEMO_MANIFEST.parent, dest)
     return dest / "meta.lst"
+
+
+def mount_tmpfs(mount_point: Path, size: str = "256k") -> str | None:
+    """Mounts a real tmpfs of `size` at `mount_point`; returns why not, or None."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    return None if proc.returncode == 0 else f"cannot mount a tmpfs here: {proc.stderr.strip()}"
+
+
+def unmount(mount_point: Path) -> None:
+    subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
+    without mocks. Needs permission to mount (root in the test container);
+    skipped elsewhere."""
+    mount_point = tmp_path / "small"
+    why_not = mount_tmpfs(mount_point)
+    if why_not:
+        pytest.skip(why_not)
+    try:
+        yield mount_point
+    finally:
+        unmount(mount_point)
+
+
+def fill_up(folder: Path, leave: int = 0) -> Path:
+    """Fills `folder`'s filesystem with one file until about `leave` bytes stay free."""
+    filler = folder / "filler.bin"
+    with open(filler, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(b"\0" * 4096)
+            except OSError:
+                break
+    if leave:
+        os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler

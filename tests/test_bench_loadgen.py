@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
+from omnicli.driver.load import LoadShape, arrival_offsets
+from omnicli.driver.load import offer as drive
 from tests import virtual_time
 from tests.virtual_time import now
 

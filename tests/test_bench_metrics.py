@@ -1,14 +1,10 @@
-"""Benchmark formulas on synthetic timings with hand-computed answers (METRICS.md)."""
+"""Benchmark formulas on synthetic timings with hand-computed answers (docs/metrics.md)."""
 
 import math
 
 import pytest
 
 from omnicli.benchmark.metrics import (
-    RequestRecord,
-    audio_rtf,
-    audio_ttfp,
-    audio_underrun,
     detailed_lists,
     distribution,
     parse_percentiles,
@@ -16,6 +12,8 @@ from omnicli.benchmark.metrics import (
     round_duration,
     summarize,
 )
+from omnicli.driver.records import RequestRecord, audio_rtf, audio_ttfp, audio_underrun
+from omnicli.engine.request import RequestInfo
 
 SR = 1000  # 1 sample = 1 ms keeps the arithmetic readable
 
@@ -118,7 +116,7 @@ def test_round_duration_first_submission_to_last_completion():
 
 def test_pooled_throughput_is_total_audio_over_total_duration():
     # round 1: 10 s of audio in 1 s (10x); round 2: 10 s in 4 s (2.5x).
-    # Mean of ratios would be 6.25; METRICS.md pools: 20 / 5 = 4.
+    # Mean of ratios would be 6.25; docs/metrics.md pools: 20 / 5 = 4.
     r1 = [rec(0.0, [0.5, 1.0], [5000, 5000], utt="a")]
     r2 = [rec(10.0, [11.0], [4000], utt="a"), rec(10.0, [14.0], [6000], utt="b")]
     s = summarize([r1, r2], [50])
@@ -160,6 +158,19 @@ def test_hot_cold_and_cap_counts():
     assert (s["num_ref_hot"], s["num_ref_cold"], s["num_hit_cap"]) == (2, 1, 1)
 
 
+def test_token_totals_sum_the_engine_facts_of_completed_requests():
+    # vLLM's total_input_tokens / total_output_tokens: talker prompt and generated tokens
+    done = [rec(0.0, [1.0], [100], utt=f"u{i}") for i in range(2)]
+    done[0].info = RequestInfo(prompt_tokens=7, talker_tokens=40)
+    done[1].info = RequestInfo(prompt_tokens=5, talker_tokens=24)
+    failed = rec(0.0, [1.0], [100], utt="f", error="boom")
+    failed.info = RequestInfo(prompt_tokens=9, talker_tokens=3)
+    no_info = rec(0.0, [1.0], [100], utt="n")
+    s = summarize([done + [failed, no_info]])
+    assert (s["total_input_tokens"], s["total_output_tokens"]) == (12, 64)
+    assert (no_info.prompt_tokens, no_info.output_tokens) == (0, 0)
+
+
 def test_no_requests_gives_zero_throughput_and_null_stats():
     s = summarize([[]], [50])
     assert s["audio_throughput"] == 0.0 and s["completed"] == 0
@@ -171,7 +182,7 @@ def test_detailed_lists_in_submission_order_relative_start():
     r2 = [rec(20.0, [], [], utt="c", error="boom", end=20.5)]
     d = detailed_lists([r1, r2])
     assert d["utts"] == ["a", "b", "c"]
-    assert d["rounds"] == [0, 0, 1]
+    assert d["request_rounds"] == [0, 0, 1]
     assert d["start_times"] == pytest.approx([0.0, 0.5, 0.0])
     assert d["audio_ttfps"][0] == pytest.approx(0.2)
     assert d["audio_ttfps"][2] is None and d["e2els"][2] is None

@@ -3,16 +3,8 @@
 
 import pytest
 
-from omnicli.benchmark.metrics import (
-    RequestRecord,
-    audio_duration,
-    audio_ttfp,
-    audio_underrun,
-    detailed_lists,
-    parse_percentiles,
-    round_duration,
-    summarize,
-)
+from omnicli.benchmark.metrics import detailed_lists, parse_percentiles, round_duration, summarize
+from omnicli.driver.records import RequestRecord, audio_duration, audio_ttfp, audio_underrun
 
 
 def record(utt, start, end, times=(), samples=(), error=None, sr=10, **kw) -> RequestRecord:

@@ -8,19 +8,19 @@ import pytest
 import soundfile as sf
 from rich.console import Console
 
-from omnicli.benchmark.loadgen import LoadShape
-from omnicli.benchmark.metrics import RequestRecord, detailed_lists
+from omnicli.benchmark.metrics import detailed_lists
 from omnicli.benchmark.outputs import RoundOutputs
 from omnicli.benchmark.plot import plot_results
-from omnicli.benchmark.report import build_document, build_run, compare_runs, comparison_tables, results_table
-from omnicli.benchmark.runner import RoundResult
-from omnicli.benchmark.session import PassResult, ProfileRun
+from omnicli.benchmark.report import build_document, build_run, compare_runs
+from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult
+from omnicli.commands.bench_tables import comparison_tables, results_table
+from omnicli.driver import LoadShape, RequestRecord
 from omnicli.engine.request import EngineStats
 from omnicli.retention import Retainer
 
 SR = 1000
 
-# The keys a run must carry (METRICS.md "Benchmark" + the additions).
+# The keys a run must carry (docs/metrics.md "Benchmark" + the additions).
 REQUIRED = [
     "duration", "completed", "failed", "num_nonempty_audio", "request_throughput", "audio_throughput",
     "max_concurrency", "request_rate", "num_prompts", "profile", "profile_digest", "model", "device",
@@ -87,6 +87,8 @@ def test_detailed_lists_and_custom_percentiles(profile):
     assert all(len(run[k]) == 3 for k in DETAILED)
     assert "p99.9_audio_ttfp_ms" in run and "p90_audio_ttfp_ms" not in run
     assert run["errors"] == ["", "", "boom"]
+    assert run["rounds"] == 1 and run["request_rounds"] == [0, 0, 0]  # the count is not overwritten by the lists
+    build_document([run], "t0")  # validates against the result file's model
 
 
 def test_ab_ratios_are_b_over_a(profile):

@@ -1,8 +1,8 @@
 """Runner and session bookkeeping against a small fake engine (this component only).
 
 The fake follows the documented Engine interface: `generate` yields
-AudioChunks and raises RequestFailed after the audio it delivered; `fault()`
-says why the engine as a whole can serve no more (None while it can);
+AudioChunks and raises RequestFailed after the audio it delivered, or
+EngineDead when the engine as a whole can serve no more;
 `stats()` returns monotonic counters; `close()` frees it.
 """
 
@@ -13,10 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from omnicli.benchmark.loadgen import LoadShape
-from omnicli.benchmark.runner import Prompt, measure_request, run_round
-from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun
-from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
+from omnicli.driver import LoadShape, Prompt, run_request
+from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from tests import virtual_time
 
 SR = 1000
@@ -27,7 +26,7 @@ class FakeEngine:
 
     `hang_after`: after that many requests a stage hangs, as the real engine's
     do: a request waits `hang_s` (its stage_timeout_s), then fails with
-    RequestFailed, and `fault()` reports the engine as stopped.
+    EngineDead: the engine classifies the failure, callers do not ask it.
     """
 
     def __init__(self, step=0.005, chunks=3, samples=100, die_after=None, hang_after=None, hang_s=0.2):
@@ -45,9 +44,6 @@ class FakeEngine:
         self.hang_after, self.hang_s = hang_after, hang_s
         self.failure: str | None = None
 
-    def fault(self) -> str | None:
-        return self.failure
-
     async def generate(self, req: TTSRequest):
         self.seen.append(req.request_id)
         self.in_flight += 1
@@ -58,7 +54,7 @@ class FakeEngine:
             if self.hang_after is not None and len(self.seen) > self.hang_after:
                 await asyncio.sleep(self.hang_s)
                 self.failure = "codec stage stopped: RuntimeError('stuck')"
-                raise RequestFailed(req.request_id, f"no audio for {self.hang_s}s: a stage stopped responding", RequestInfo())
+                raise EngineDead(self.failure)
             if req.text == "die" or (self.die_after is not None and len(self.seen) > self.die_after):
                 raise EngineError("talker process exited")
             n = 0 if req.text == "empty" else self.samples
@@ -117,9 +113,9 @@ def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwarg
 # --- runner ---
 
 
-def test_measure_request_records_chunks_and_info():
+def test_run_request_records_chunks_and_info():
     engine = FakeEngine(step=0.01)
-    rec = asyncio.run(measure_request(engine, prompts(["hello"])[0], "id-1", keep_pcm=True))
+    rec = asyncio.run(run_request(engine, prompts(["hello"])[0], "id-1", keep_pcm=True))
     assert rec.ok and rec.request_id == "id-1" and engine.seen == ["id-1"]
     assert rec.chunk_samples == [100, 100, 100]
     assert rec.audio_duration == pytest.approx(0.3)
@@ -130,7 +126,7 @@ def test_measure_request_records_chunks_and_info():
 
 def test_failed_request_keeps_partial_audio_and_reason():
     engine = FakeEngine()
-    rec = asyncio.run(measure_request(engine, prompts(["fail"])[0], "x", keep_pcm=True))
+    rec = asyncio.run(run_request(engine, prompts(["fail"])[0], "x", keep_pcm=True))
     assert not rec.ok and "over budget" in rec.error
     assert rec.pcm.shape == (300,)
     assert rec.end >= rec.chunk_times[-1]
@@ -142,8 +138,8 @@ def test_engine_error_aborts_the_round():
 
 
 def test_a_request_failure_from_an_engine_fault_ends_the_round_at_once():
-    # 10 prompts, 2 in flight, the engine hangs after 2: without the fault check
-    # each of the 8 left would wait out its timeout and count as a failed request.
+    # 10 prompts, 2 in flight, the engine hangs after 2 and says so with EngineDead:
+    # the round ends at once instead of offering the 8 left to a dead engine.
     engine = FakeEngine(hang_after=2, hang_s=0.2)
     with pytest.raises(EngineError, match="codec stage stopped"):
         asyncio.run(run_round(engine, prompts(["a"] * 10), LoadShape(concurrency=2), id_prefix="t"))
@@ -153,7 +149,7 @@ def test_a_request_failure_from_an_engine_fault_ends_the_round_at_once():
 def test_a_request_failure_without_a_fault_is_only_that_request():
     engine = FakeEngine()
     result = asyncio.run(run_round(engine, prompts(["fail", "a", "a"]), LoadShape(concurrency=1), id_prefix="t"))
-    assert [r.ok for r in result.records] == [False, True, True] and engine.fault() is None
+    assert [r.ok for r in result.records] == [False, True, True] and engine.failure is None
 
 
 def test_run_round_closed_loop_and_stats_diff():

@@ -57,5 +57,5 @@ def test_synth_demo_end_to_end_then_resume_skips_everything(tmp_path):
 
     again = omni_cli(*args)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "3 done" in " ".join(again.stdout.split())  # rich wraps long lines
+    assert "3 done" in " ".join(again.stderr.split())  # notes go to stderr; rich wraps long lines
     assert len((out / "results.jsonl").read_text().splitlines()) == 3  # nothing redone

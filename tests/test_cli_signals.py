@@ -218,13 +218,16 @@ def test_sigint_during_engine_start_up_exits_at_once_and_ends_vllm(outcomes):
     assert summary["interrupted"] is True and summary["num_ok"] == 0 and summary["num_pending"] == ROWS
 
 
-def test_out_filling_up_mid_run_exits_1_naming_out_and_keeps_what_was_written(outcomes):
+def test_out_filling_up_mid_run_exits_4_naming_out_and_leaves_the_rest_pending(outcomes):
     run, seen = outcomes["disk_full"]
     output = run.output()
-    assert seen["rc"] == 1, output[-3000:]
-    lines = [line for line in output.splitlines() if line.startswith("error: cannot write to ")]
-    assert lines == [f"error: cannot write to {run.out}: [Errno 28] No space left on device: '{run.out / RESULTS}'"], output[-3000:]
+    assert seen["rc"] == 4, output[-3000:]
+    lines = [line for line in output.splitlines() if line.startswith("error: cannot write ")]
+    assert lines == [f"error: cannot write {run.out / RESULTS}: [Errno 28] No space left on device: '{run.out / RESULTS}'"], output[-3000:]
+    assert f"stopped: {ROWS - 1} utterance(s) left pending (not failed)" in output, output[-3000:]
     rows = read_jsonl(run.out / RESULTS)
     assert len(rows) == 1 and rows[0]["status"] == "ok"  # the row written before the disk filled up
+    summary = json.loads((run.out / "summary.json").read_text())  # the fault is in results.jsonl only: room for it
+    assert summary["num_failed"] == 0 and summary["num_pending"] == ROWS - 1 and "No space" in summary["output_error"]
     assert not seen["left"], f"processes left after the write error: {seen['left']}"
     assert not list(run.out.glob(".*.tmp"))

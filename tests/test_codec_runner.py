@@ -121,7 +121,6 @@ def test_slot_runs_group_nearby_slots():
         (dict(backend="triton"), "triton.*needs CUDA.*use 'sdpa' or 'slot'"),
         (dict(backend="flash"), "unknown codec_attention_backend"),
         (dict(contexts=[4, 4]), "layer_contexts needs 3 entries"),
-        (dict(capture_sizes=[4, 2]), "capture_sizes"),
     ],
 )
 def test_bad_settings_fail_with_a_clear_message(kwargs, match):

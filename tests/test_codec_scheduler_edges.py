@@ -3,8 +3,10 @@ settings at their limits, return values, windows that outlive their first waiter
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from omnicli.engine.codec_scheduler import Chunk, CodecScheduler
+from omnicli.profile.schema import CodecStageConfig
 
 K = 2
 
@@ -19,15 +21,29 @@ def deliver(s: CodecScheduler, plan) -> None:
 
 
 def test_settings_at_their_limits():
-    s = CodecScheduler(num_slots=1, budget_frames=1)
+    # The scheduler takes what the profile schema validated; the limits are the schema's rules.
+    s = CodecScheduler.from_config(CodecStageConfig(max_num_seqs=1, max_num_batched_tokens=1))
     assert (s.num_slots, s.budget, s.min_batch, s.max_wait_s) == (1, 1, 1, 0.0)
-    with pytest.raises(ValueError) as raised:
-        CodecScheduler(num_slots=0, budget_frames=1)
-    assert str(raised.value) == "codec.max_num_seqs must be an integer >= 1, got 0"
-    with pytest.raises(ValueError, match="codec.max_num_seqs must be an integer >= 1, got 2.5"):
-        CodecScheduler(num_slots=2.5, budget_frames=1)
-    with pytest.raises(ValueError, match="generation_max_wait_ms must be a finite number"):
-        CodecScheduler(num_slots=2, budget_frames=1, max_wait_ms=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error_type"),
+    [
+        ("max_num_seqs", 0, "greater_than_equal"),
+        ("max_num_seqs", 2.5, "int_type"),
+        ("max_num_batched_tokens", 0, "greater_than_equal"),
+        ("generation_min_batch_size", 0, "greater_than_equal"),
+        ("generation_max_wait_ms", True, "float_type"),
+        ("generation_max_wait_ms", -1.0, "greater_than_equal"),
+        ("generation_max_wait_ms", float("inf"), "finite_number"),
+        ("generation_max_wait_ms", float("nan"), "finite_number"),
+    ],
+)
+def test_settings_past_their_limits_are_refused_by_the_profile_schema(field, value, error_type):
+    with pytest.raises(ValidationError) as caught:
+        CodecStageConfig(**{field: value})
+    (error,) = caught.value.errors()
+    assert error["loc"] == (field,) and error["type"] == error_type
 
 
 def test_without_a_wait_setting_nothing_waits():

@@ -13,7 +13,6 @@ from tests.codec_helpers import one_torch_thread, tiny_decoder  # noqa: F401 (au
 from tests.codec_helpers import random_codes as codes
 
 
-
 class Clock:
     def __init__(self):
         self.t = 100.0
@@ -50,9 +49,13 @@ def make_stage(policy="fixed", *, slots=4, budget=100, target=1, wait_ms=0.0, dt
     return CodecStage(runner, scheduler, out, policy=policy, pad_tail_frames=pad, **kw), out
 
 
-def test_an_unknown_policy_is_rejected_at_start_up():
-    with pytest.raises(ValueError, match="generation_coalescing_policy must be 'fixed' or 'idle_wait'"):
-        make_stage("eager")
+def test_from_config_reads_policy_threads_and_tail_padding_from_the_profile_section():
+    from omnicli.profile.schema import CodecStageConfig
+
+    runner = CodecRunner(tiny_decoder(), 2, max_chunk_frames=9)
+    cfg = CodecStageConfig(generation_coalescing_policy="idle_wait", threads=2, codec_chunk_frames=7, codec_pad_tail=True)
+    stage = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), Outbox(), cfg)
+    assert (stage._policy, stage._threads, stage._pad_tail_frames) == ("idle_wait", 2, 7)
 
 
 @pytest.mark.parametrize(
@@ -142,20 +145,57 @@ def test_cancel_frees_the_slot_and_its_state():
     assert len(out.items) == 1
 
 
-def test_a_failed_step_fails_only_its_own_requests():
+def test_a_failed_step_fails_only_the_request_that_causes_it():
     stage, out = make_stage(budget=100)
     for rid in "ab":
         stage.open(rid)
-    stage.submit("a", codes(12), False)  # longer than the runner's 9-frame rings: the step raises
+    stage.submit("a", codes(12), False)  # longer than the runner's 9-frame rings: its row raises
     stage.submit("b", codes(3), False)
     stage.cycle()
-    assert {r: (last, err is not None) for r, _, last, err in out.items} == {"a": (True, True), "b": (True, True)}
-    assert "codec step failed" in out.items[0][3]
-    assert len(stage.scheduler.free_slots) == 4
+    assert {r: (last, err is not None) for r, _, last, err in out.items} == {"a": (True, True), "b": (False, False)}
+    assert "codec step failed" in out.of("a")[0][2]
+    assert len(stage.scheduler.free_slots) == 3 and stage.scheduler.slot_of("b") is not None
     stage.open("c")
     stage.submit("c", codes(3), True)
     stage.cycle()
     assert out.of("c")[0][2] is None and len(out.of("c")[0][0]) == 24
+
+
+def test_a_fault_injected_in_one_row_fails_that_request_alone_and_the_others_stream_on():
+    """The step holding the bad row is re-run row by row: only that request fails, and the
+    others' audio (this chunk and the next) equals a run that never saw the fault."""
+    stage, out = make_stage(slots=4, dtype=torch.float64, headroom=True)
+    clean, out_clean = make_stage(slots=4, dtype=torch.float64, headroom=True)
+    real = stage.runner.execute
+    bad_slot: list[int] = []
+
+    def execute(slots, chunks, pad_to_frames=0, last=None):
+        if bad_slot[0] in slots:
+            raise RuntimeError("injected row fault")
+        return real(slots, chunks, pad_to_frames, last)
+
+    stage.runner.execute = execute
+    data = {rid: codes(8, seed) for seed, rid in enumerate("abc")}
+    for st in (stage, clean):
+        for rid in "abc":
+            st.open(rid)
+            st.submit(rid, data[rid][:4], False)
+    bad_slot.append(1)  # "b" takes slot 1 (lowest free first, in arrival order)
+    stage.cycle()
+    clean.cycle()
+    assert stage.scheduler.slot_of("b") is None and clean.scheduler.slot_of("b") == 1
+    b_msgs = out.of("b")
+    assert len(b_msgs) == 1 and b_msgs[0][1] is True and "injected row fault" in b_msgs[0][2]
+    for st in (stage, clean):
+        for rid in "ac":
+            st.submit(rid, data[rid][4:], True)
+        st.cycle()
+    for rid in "ac":
+        got, want = out.of(rid), out_clean.of(rid)
+        assert [(last, err) for _, last, err in got] == [(False, None), (True, None)]
+        for (p, _, _), (q, _, _) in zip(got, want):
+            np.testing.assert_allclose(p, q, rtol=0, atol=1e-12)
+    assert len(stage.scheduler.free_slots) == 4
 
 
 def test_tail_padding_gives_the_same_audio():

@@ -21,7 +21,7 @@ PROMPT = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
 @pytest.fixture
 def fresh_engine_state(engine_harness, monkeypatch):
     """Undoes the sticky engine-wide failure a test provokes on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
     return engine_harness.engine
 
 def end_early(monkeypatch, engine, victim: str, finish_reason: str, after_deltas: int = 1):

@@ -92,6 +92,20 @@ def test_transcripts_all_scored_exit_0_and_mismatch_retained(workdir, tmp_path, 
     assert summary["num_scored"] == 3 and summary["num_retained"] == 1 and summary["wer_threshold"] == 0.4
     kept = list((tmp_path / "kept").glob("failed_speech_*.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text())["utt"] == "s2"
+    # no terminal here: progress is a plain line (at least the last one), not a bar
+    assert result.output.startswith("scoring: 3/3 done, 0 failed, ") and "\r" not in result.output
+    assert (tmp_path / "out" / "wav_res_ref_text.wer").read_text().splitlines()[-1] == f"WER: {summary['seed_wer_mean']}%"
+
+
+def test_tab_inside_a_tsv_hypothesis_is_kept_not_cut(workdir, tmp_path):
+    # Was: the text after the second tab was dropped silently, WER 87.4 instead of 0.0, exit 0.
+    transcripts = tmp_path / "hyp.tsv"
+    transcripts.write_text("s1\tglue the sheet\tto the dark blue background\n", encoding="utf-8")
+    result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(transcripts),
+                     "--out", str(tmp_path / "out")])
+    assert result.exit_code == EXIT_SOME_FAILED, result.output  # s2 and s3 have no transcript
+    summary = json.loads((tmp_path / "out" / "wer_summary.json").read_text())
+    assert summary["num_scored"] == 1 and summary["seed_wer_mean"] == 0.0
 
 
 def test_threshold_default_comes_from_profile(workdir, tmp_path):
@@ -122,7 +136,7 @@ def test_missing_manifest_and_bad_rows_are_usage_errors(workdir, tmp_path):
     result = invoke([str(workdir / "gen"), "-m", str(tmp_path / "nope.lst")])
     assert result.exit_code == EXIT_USAGE and "manifest not found" in result.output
     bad = tmp_path / "bad.lst"
-    bad.write_text("only|two\n", encoding="utf-8")
+    bad.write_text("just-one-field\n", encoding="utf-8")  # seed-tts-eval's 2- and 3-field layouts are accepted
     result = invoke([str(workdir / "gen"), "-m", str(bad)])
     assert result.exit_code == EXIT_USAGE and "bad.lst:1" in result.output
 
@@ -132,3 +146,15 @@ def test_bad_transcripts_file_is_usage_error(workdir, tmp_path):
     broken.write_text("{not json\n")
     result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(broken)])
     assert result.exit_code == EXIT_USAGE and "t.jsonl:1" in result.output
+
+
+def test_out_naming_a_file_is_refused_before_scoring(workdir, tmp_path):
+    # Was: the whole run (ASR included), then `cannot write results ...: [Errno 17] File exists`.
+    transcripts = tmp_path / "hyp.tsv"
+    transcripts.write_text("s1\tglue\n", encoding="utf-8")
+    (tmp_path / "taken").write_text("a file")
+    result = invoke([str(workdir / "gen"), "-m", str(workdir / "meta.lst"), "--transcripts", str(transcripts),
+                     "--out", str(tmp_path / "taken")])
+    assert result.exit_code == EXIT_USAGE
+    assert f"--out {tmp_path / 'taken'}: not a folder" in " ".join(result.output.split())
+    assert "scoring" not in result.output

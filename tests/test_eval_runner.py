@@ -11,7 +11,7 @@ import soxr
 
 from omnicli.evaluation import build_summary, evaluate, write_results
 from omnicli.evaluation.asr.base import AsrBackend
-from omnicli.evaluation.results import FAILED_STATUSES, RESULTS_JSONL, RESULTS_TSV, SUMMARY_JSON
+from omnicli.evaluation.results import FAILED_STATUSES, RESULTS_JSONL, RESULTS_TSV, SEED_WER_FILE, SUMMARY_JSON
 from omnicli.evaluation.runner import load_asr_input
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
@@ -82,11 +82,14 @@ def test_statuses_and_summary(tmp_path):
     assert asr.batches == [[16_000, 32_000], [48_000]]  # batched; failures never reach ASR
 
     summary = build_summary(run, lang="en", threshold=0.5, asr=asr.describe(), profile_digest="d1", retainer=retainer)
-    assert summary["num_scored"] == 2 and summary["num_missing"] == 1 and summary["num_failed"] == 5
+    # The empty transcript is scored as WER 1.0 (seed-tts-eval's rule), not failed.
+    assert by["silent_asr"].wer == 1.0 and by["silent_asr"].hyp == "..."
+    assert summary["num_scored"] == 3 and summary["num_missing"] == 1 and summary["num_failed"] == 4
+    assert summary["num_empty_transcripts"] == 1
     assert summary["missing"] == ["absent"]
-    assert {f["utt"] for f in summary["failed"]} == {"silent_asr", "garbage", "zero", "noframes", "emptyref"}
-    assert summary["seed_wer_mean"] == 50.0 and summary["share_wer_above_50"] == 50.0
-    assert summary["wer_mean_failed_as_100"] == round((0 + 1 + 5) / 7 * 100, 3)
+    assert {f["utt"] for f in summary["failed"]} == {"garbage", "zero", "noframes", "emptyref"}
+    assert summary["seed_wer_mean"] == round((0 + 1 + 1) / 3 * 100, 3) and summary["share_wer_above_50"] == round(2 / 3 * 100, 3)
+    assert summary["wer_mean_failed_as_100"] == round((0 + 1 + 1 + 4) / 7 * 100, 3)
     assert summary["profile_digest"] == "d1" and summary["asr"]["backend"] == "scripted"
     assert summary["num_retained"] == 2
 
@@ -101,7 +104,7 @@ def test_statuses_and_summary(tmp_path):
     assert sr == 16_000 and np.array_equal(audio, clip)
 
     paths = write_results(tmp_path / "out", run.results, summary)
-    assert {p.name for p in paths.values()} == {RESULTS_TSV, RESULTS_JSONL, SUMMARY_JSON}
+    assert {p.name for p in paths.values()} == {RESULTS_TSV, RESULTS_JSONL, SUMMARY_JSON, SEED_WER_FILE}
     lines = paths["tsv"].read_text().splitlines()
     assert lines[0].split("\t")[:8] == ["utt", "wer", "ref", "hyp", "ins", "del", "sub", "status"]
     assert len(lines) == 1 + len(rows)

@@ -95,7 +95,7 @@ def test_aggregate_hand_computed():
 
 def test_corpus_differs_from_mean_of_ratios():
     # a short bad utterance weighs as much as a long good one in the mean, not in the corpus figure
-    scores = [score_utterance("a", "b", "en"), score_utterance(" ".join("w%d" % i for i in range(99)), " ".join("w%d" % i for i in range(99)), "en")]
+    scores = [score_utterance("a", "b", "en"), score_utterance(" ".join(f"w{i}" for i in range(99)), " ".join(f"w{i}" for i in range(99)), "en")]
     agg = aggregate(scores)
     assert agg["seed_wer_mean"] == 50.0
     assert agg["corpus_wer"] == 1.0
@@ -127,6 +127,19 @@ def test_read_transcripts_jsonl_and_tsv(tmp_path):
     results_tsv = tmp_path / "wer_results.tsv"
     results_tsv.write_text("utt\twer\tref\thyp\tstatus\nx\t0.0\tr\tthe hyp\tok\ny\t\tr\t\tmissing\n", encoding="utf-8")
     assert read_transcripts(results_tsv) == {"x": "the hyp"}
+
+
+def test_tsv_hypothesis_is_everything_after_the_first_tab(tmp_path):
+    plain = tmp_path / "t.tsv"
+    plain.write_text("a\tglue the sheet\tto the background\nb\t\tleading tab\n", encoding="utf-8")
+    assert read_transcripts(plain) == {"a": "glue the sheet to the background", "b": " leading tab"}
+    last = tmp_path / "last.tsv"  # with a header, a hyp in the last column takes the rest of the line
+    last.write_text("utt\thyp\nx\tone\ttwo\n", encoding="utf-8")
+    assert read_transcripts(last) == {"x": "one two"}
+    middle = tmp_path / "wer_results.tsv"  # hyp not last: which cell holds the tab is unknown, so refuse
+    middle.write_text("utt\twer\tref\thyp\tstatus\nx\t0.0\tr\tone\ttwo\tok\n", encoding="utf-8")
+    with pytest.raises(TranscriptsError, match=r"wer_results.tsv:2: found 6 tab-separated fields, the header has 5"):
+        read_transcripts(middle)
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ def test_missing_profile_file_and_unknown_preset_name(tmp_path):
 
 def test_merge_rules(tmp_path):
     write(tmp_path, "base.yaml", """
-model: base-model
+model: omni-tiny
 talker: {max_num_seqs: 8, threads: 2}
 codec: {capture_sizes: [1, 2, 4], codec_chunk_ramp: [2, 3]}
 retention: {near_silent_dbfs: -50.0, clipped_share: 0.2}
@@ -99,14 +99,14 @@ model_options: {voice: alice, speed: 1.5}
 """)
     write(tmp_path, "over.yaml", """
 base_config: base.yaml
-model: over-model
+model: orpheus
 talker: {threads: 3}
 codec: {capture_sizes: [8]}
 retention: {clipped_share: 0.3}
 model_options: {speed: 2.0}
 """)
     p = load_profile(tmp_path / "over.yaml", platform="cpu").profile
-    assert p.model == "over-model"  # scalar: overlay wins
+    assert p.model == "orpheus"  # scalar: overlay wins
     assert (p.talker.max_num_seqs, p.talker.threads) == (8, 3)  # stage merged key by key
     assert p.codec.capture_sizes == [8]  # list replaced whole, not appended
     assert p.codec.codec_chunk_ramp == [2, 3]  # untouched list inherited
@@ -274,6 +274,72 @@ def test_empty_file_is_all_defaults(tmp_path):
     assert resolved.origins.keys() == set(leaf_keys())
 
 
+# ------------------------------------------------------------ hostile YAML
+
+
+def _alias_bomb(kind: str, levels: int = 10, width: int = 10) -> str:
+    """Under 1 KB; `levels` x `width` aliases describe width**levels values."""
+    if kind == "mapping":
+        lines = ["a0: &a0 {k: v}"]
+        lines += [f"a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(width)) + "}" for i in range(1, levels + 1)]
+    else:
+        lines = ["a0: &a0 [x]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join(f"*a{i - 1}" for _ in range(width)) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines + [f"model_options: {{bomb: *a{levels}}}"]) + "\n"
+
+
+@pytest.mark.parametrize("kind", ["mapping", "list"])
+def test_yaml_alias_bomb_is_rejected_before_it_expands(tmp_path, kind):
+    # A real `omni profiles validate` under a 1 GiB address-space cap: before the
+    # fix it grew past 6 GB (mapping aliases) or never finished (list aliases).
+    import resource
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "bomb.yaml", _alias_bomb(kind))
+    assert path.stat().st_size < 2048
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnicli", "profiles", "validate", str(path), "--platform", "cpu"],
+        capture_output=True, text=True, timeout=120, preexec_fn=cap_memory,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "bomb.yaml:" in proc.stdout and "more than 10000 values once aliases are expanded" in proc.stdout
+
+
+def test_small_anchors_and_aliases_still_work(tmp_path):
+    path = write(tmp_path, "a.yaml", "talker: &t {threads: 2}\nmodel_options: {a: &v [1, 2], b: *v}\n")
+    assert load_profile(path, platform="cpu").profile.model_options == {"a": [1, 2], "b": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model_options: " + "{a: " * 500 + "1" + "}" * 500 + "\n", "deep.yaml:1: nested more than 32 levels deep"),
+        ("seed: 1\nmodel_options:\n" + "".join("  " * i + "a:\n" for i in range(1, 300)) + "  " * 300 + "b: 1\n",
+         "deep.yaml:34: nested more than 32 levels deep"),
+        ("model_options: &x {a: *x}\n", "deep.yaml:1: alias *x refers to a value that contains it"),
+    ],
+    ids=["flow", "block", "recursive"],
+)
+def test_deep_nesting_is_a_profile_error_naming_the_file(tmp_path, text, expected):
+    # Was RecursionError (a 1,107-line traceback, exit 1).
+    path = write(tmp_path, "deep.yaml", text)
+    assert expected in error_of(path, platform="cpu")
+    result = invoke("validate", str(path), "--platform", "cpu")
+    assert result.exit_code == 2 and expected in result.output
+
+
+def test_hostile_set_values_are_rejected():
+    deep = "model_options=" + "{a: " * 500 + "1" + "}" * 500
+    assert "--set model_options: nested more than 32 levels deep" in error_of("default", [deep], platform="cpu")
+    bomb = "model_options=" + _alias_bomb("list").replace("\n", ", ").replace("model_options: ", "").join("{}")
+    assert "--set model_options: more than 10000 values" in error_of("default", [bomb], platform="cpu")
+
+
 # ------------------------------------------------------------------- --set
 
 
@@ -288,7 +354,7 @@ def test_set_values_are_parsed_as_yaml():
             "codec.generation_max_wait_ms=2.5",
             "stage_timeout_s=30",
             "model_options.voice=alice",
-            "model=my-model",
+            "model=orpheus", "model_path=ckpt/talker",
         ],
         platform="cpu",
     )
@@ -300,7 +366,7 @@ def test_set_values_are_parsed_as_yaml():
     assert c.generation_max_wait_ms == 2.5
     assert resolved.profile.stage_timeout_s == 30.0
     assert resolved.profile.model_options == {"voice": "alice"}
-    assert resolved.profile.model == "my-model"
+    assert (resolved.profile.model, resolved.profile.model_path) == ("orpheus", "ckpt/talker")
     assert resolved.origins["codec.max_num_seqs"] == "--set"
     assert resolved.origins["model_options"] == "--set"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -17,10 +18,11 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
+from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.interrupts import StopSignals
 from omnicli.manifest import ManifestRow, read_manifest
-from omnicli.requests import InputError, request_from_row
 from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
+from tests.conftest import fill_up
 
 SR = 24_000
 
@@ -119,6 +121,53 @@ def test_tidy_removes_temp_files_and_keeps_one_row_per_utterance(tmp_path):
     assert (out / RESULTS).stat().st_mtime_ns == before  # already tidy: not rewritten
 
 
+def test_results_rows_are_whole_or_absent_when_the_disk_fills(small_fs):
+    # Was: the line being written when the disk filled stayed cut off in results.jsonl.
+    from omnicli.atomic import JsonlAppender
+
+    row = {"utt": "u", "status": "ok", "error": "x" * 900}  # ~1 KB: some rows straddle a page
+    written = 0
+    with JsonlAppender(small_fs / RESULTS) as results:
+        results.append(row)
+        fill_up(small_fs, leave=6000)
+        with pytest.raises(OSError) as exc:
+            for _ in range(100):
+                results.append(row)
+                written += 1
+    assert exc.value.errno == errno.ENOSPC and written >= 1
+    data = (small_fs / RESULTS).read_bytes()
+    assert data.endswith(b"\n") and len(data.splitlines()) == written + 1
+    assert all(json.loads(line) == row for line in data.splitlines())
+
+
+def test_tidy_cuts_a_torn_last_line_even_on_a_full_disk(small_fs):
+    # Was: a re-run with nothing to do left the torn line, so every JSON reader of the file failed.
+    from omnicli.synth_results import SynthResult
+
+    out = small_fs
+    whole = SynthResult(utt="u0", status="ok").to_line().encode() + b"\n"  # as synth writes it
+    (out / RESULTS).write_bytes(whole + b'{"utt": "u1", "sta')
+    fill_up(out)
+    tidy_out_dir(out)
+    assert (out / RESULTS).read_bytes() == whole
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    # Was: wavs, summary.json and retained files were created 0600 (mkstemp's mode).
+    from omnicli.atomic import JsonlAppender, write_json_atomic
+    from omnicli.audio import write_wav_atomic
+
+    old = os.umask(0o027)
+    try:
+        paths = [write_json_atomic(tmp_path / "summary.json", {}), write_wav_atomic(tmp_path / "u.wav", np.zeros(10, np.float32), SR)]
+        with JsonlAppender(tmp_path / RESULTS) as results:
+            results.append({"utt": "u"})
+        paths.append(tmp_path / RESULTS)
+    finally:
+        os.umask(old)
+    assert {oct(p.stat().st_mode & 0o777) for p in paths} == {oct(0o640)}
+
+
 def test_output_lock_is_exclusive_and_released(tmp_path):
     with OutputLock(tmp_path / "out"):
         with pytest.raises(OutputBusy, match="in use by another"):
@@ -138,16 +187,16 @@ def test_output_lock_is_exclusive_and_released(tmp_path):
 
 def test_stop_signals_first_asks_then_forces_and_restores_handlers():
     calls = []
-    before = signal.getsignal(signal.SIGINT)
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP)}
     with StopSignals(lambda s: calls.append(("first", s)), lambda s: calls.append(("force", s))) as signals:
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGHUP)  # ssh session closed: a stop like SIGTERM
         os.kill(os.getpid(), signal.SIGTERM)
         deadline = time.monotonic() + 5
         while len(calls) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert signals.count == 2
-    assert calls == [("first", signal.SIGINT), ("force", signal.SIGTERM)]
-    assert signal.getsignal(signal.SIGINT) is before
+    assert calls == [("first", signal.SIGHUP), ("force", signal.SIGTERM)]
+    assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
 # -- the orphan guard: children die with a parent killed by SIGKILL ------------------------------
@@ -211,9 +260,14 @@ from omnicli.profile import load_profile
 mode, folder = sys.argv[1], Path(sys.argv[2])
 session = _Session(read_manifest(folder / "meta.lst"), folder / "out", load_profile("cpu"), None, None)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # stands in for vLLM's engine core
-with StopSignals(session.on_first_signal, session.force_exit):
+with session.signals():
+    import multiprocessing
+    lock = multiprocessing.get_context("spawn").Lock()  # registered with a resource tracker, like vLLM's
     if mode == "starting":  # engine start-up blocks the main thread
         print("ready", child.pid, flush=True)
+        child.wait()  # a forced exit ends the engine core: vLLM's start-up then fails in the main thread
+        session.engine_error = "engine failed to start: the talker (vLLM) failed to start: RuntimeError: Engine core initialization failed"
+        session.write_summary()
         time.sleep(300)
     else:
         async def main():
@@ -224,6 +278,11 @@ with StopSignals(session.on_first_signal, session.force_exit):
             print("ready", child.pid, flush=True)
             await session.run_obj.stop.wait()
             print("stopping", flush=True)
+            if mode == "graceful":  # the run winds down and the command writes its summary
+                session.write_summary()
+                print("interrupted", flush=True)
+                child.kill()
+                sys.exit(130 if session.interrupted else 0)
             await asyncio.sleep(300)  # a shutdown that hangs: only a second signal gets out
         asyncio.run(main())
 """
@@ -245,13 +304,19 @@ def assert_forced_exit(proc: subprocess.Popen, child: psutil.Process, tmp_path: 
     assert not child.is_running()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["num_pending"] == 2
-    assert "forced exit" in proc.stderr.read()
+    assert summary["engine_error"] is None  # the stop was asked for: not an engine failure
+    stderr = proc.stderr.read()
+    assert "forced exit" in stderr
+    assert "leaked semaphore" not in stderr  # was printed by the resource tracker after the exit
 
 
-def test_ctrl_c_during_engine_start_up_exits_at_once_and_ends_the_engine(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_ctrl_c_during_engine_start_up_exits_at_once_and_ends_the_engine(tmp_path, sig):
+    # SIGHUP (ssh session closed) was not handled: exit 129, no summary. A start-up
+    # that fails because the stop ended vLLM's engine core was recorded as an engine error.
     proc, child = run_session(tmp_path, "starting")
     try:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         assert_forced_exit(proc, child, tmp_path)
     finally:
         for p in (proc, child):
@@ -271,3 +336,33 @@ def test_second_ctrl_c_forces_exit_when_the_graceful_stop_hangs(tmp_path):
         for p in (proc, child):
             with contextlib.suppress(psutil.Error, OSError):
                 p.kill()
+
+
+def test_a_closed_terminal_stops_the_run_like_sigterm(tmp_path):
+    # The real hang-up: the command's terminal closes, the kernel sends SIGHUP and every
+    # later write to the terminal fails (EIO). Was: exit 129; then, with SIGHUP caught,
+    # the "stopping" message raised EIO on the signal thread before the stop was requested.
+    import pty
+
+    (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the stand-in session with the pty as its controlling terminal
+        os.execv(sys.executable, [sys.executable, "-c", SESSION_SCRIPT, "graceful", str(tmp_path)])
+    try:
+        seen = b""
+        deadline = time.monotonic() + 60
+        while not (b"ready" in seen and seen.endswith(b"\n")) and time.monotonic() < deadline:
+            seen += os.read(fd, 1024)  # the whole line: the session is then waiting for its stop
+        assert b"ready" in seen
+    finally:
+        os.close(fd)  # the terminal goes away
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the session did not stop after its terminal closed")
+    assert os.waitstatus_to_exitcode(done[1]) == 130
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["engine_error"] is None

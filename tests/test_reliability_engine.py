@@ -64,7 +64,7 @@ def inject_into_talker(monkeypatch, engine, behaviour):
 @pytest.fixture
 def fresh_engine_state(engine_harness, monkeypatch):
     """Undoes a sticky engine-wide fault a test may provoke on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_failure", None)
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
     return engine_harness.engine
 
 
@@ -180,7 +180,7 @@ def test_an_output_wav_that_cannot_be_written_fails_its_row_only(engine_harness,
     assert rows["fine"]["status"] == "ok"
 
 
-def test_results_that_cannot_be_recorded_stop_the_run_with_the_os_error(engine_harness, tmp_path, monkeypatch):
+def test_results_that_cannot_be_recorded_stop_the_run_and_leave_rows_pending(engine_harness, tmp_path, monkeypatch):
     import errno
 
     from omnicli import atomic
@@ -191,9 +191,35 @@ def test_results_that_cannot_be_recorded_stop_the_run_with_the_os_error(engine_h
     monkeypatch.setattr(atomic.JsonlAppender, "append", disk_full)
     manifest = make_manifest(tmp_path / "set", [f"d{i}|||Disk full {i}." for i in range(3)])
     run = SynthRun(engine_harness.engine, tmp_path / "out", concurrency=1)
-    with pytest.raises(OSError, match="No space left"):
-        engine_harness.run(run.run(read_manifest(manifest).rows))
+    engine_harness.run(run.run(read_manifest(manifest).rows))
     assert run.results == []  # nothing claimed as done
+    assert "results.jsonl: [Errno 28] No space left on device" in run.output_error
+    assert run.left_pending == ["d0"]  # the one that could not be recorded; d1, d2 never started
+
+
+def test_disk_full_stops_the_run_leaves_rows_pending_and_a_rerun_finishes_them(engine_harness, tmp_path, small_fs):
+    # Was: the run went on, recorded every later row as failed, and a re-run said "0 to do".
+    from tests.conftest import fill_up
+
+    texts = [f"d{i}|||Row {i}." for i in range(8)]  # about 20 KB of wav each
+    manifest = read_manifest(make_manifest(tmp_path / "set", texts))
+    out = small_fs / "out"
+    out.mkdir()
+    filler = fill_up(small_fs, leave=50_000)  # room for a couple of wavs, not for eight
+    run = SynthRun(engine_harness.engine, out, concurrency=2)
+    engine_harness.run(run.run(plan_run(manifest, out).todo))
+    assert run.output_error and "No space left on device" in run.output_error
+    rows = read_jsonl(out / RESULTS)
+    assert all(r["status"] == "ok" for r in rows) and 1 <= len(rows) < 8  # no row blamed for the disk
+    assert (out / RESULTS).read_bytes().endswith(b"\n") and not list(out.glob(".*.tmp"))
+    plan = plan_run(manifest, out)
+    assert plan.failed_before == [] and len(plan.done) == len(rows) and len(plan.todo) == 8 - len(rows)
+
+    filler.unlink()  # space freed: a plain re-run finishes the rest
+    again = SynthRun(engine_harness.engine, out, concurrency=2)
+    engine_harness.run(again.run(plan.todo))
+    assert again.output_error is None
+    assert sorted(r["utt"] for r in read_jsonl(out / RESULTS) if r["status"] == "ok") == sorted(r.utt for r in manifest.rows)
 
 
 def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_still_finishes(engine_harness, fresh_engine_state, monkeypatch):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import soundfile as sf
 
-from omnicli.retention import ENV_VAR, Retainer, RetentionThresholds, judge_audio
+from omnicli.profile.schema import RetentionConfig
+from omnicli.retention import ENV_VAR, Retainer, judge_audio
 
 SR = 24_000
 
@@ -35,7 +35,7 @@ def test_near_silent_uses_threshold():
     assert judge_audio(np.zeros(SR, dtype=np.float32), SR) == ["near_silent"]
     medium = tone(1.0, 0.01)  # about -43 dBFS: fine at -60, silent at -30
     assert judge_audio(medium, SR) == []
-    assert judge_audio(medium, SR, thresholds=RetentionThresholds(near_silent_dbfs=-30)) == ["near_silent"]
+    assert judge_audio(medium, SR, thresholds=RetentionConfig(near_silent_dbfs=-30.0)) == ["near_silent"]
 
 
 def test_hit_cap():
@@ -73,15 +73,11 @@ def test_reasons_accumulate_in_documented_order():
     assert judge_audio(audio, SR, text="hi", finish_reason="length", error="boom") == ["error", "hit_cap", "too_long", "clipped"]
 
 
-def test_thresholds_from_profile_like_object():
-    config = SimpleNamespace(near_silent_dbfs=-20.0, clipped_share=0.5, too_long_s_per_char=0.1,
-                             too_long_min_s=1.0, asr_wer_threshold=0.3)
-    limits = RetentionThresholds.from_config(config)
-    assert limits == RetentionThresholds(-20.0, 0.5, 0.1, 1.0, 0.3)
+def test_thresholds_come_from_the_profile_section():
+    config = RetentionConfig(near_silent_dbfs=-20.0, clipped_share=0.5, too_long_s_per_char=0.1, too_long_min_s=1.0)
+    assert config.too_long_limit_s("ab") == 1.0 and config.too_long_limit_s("x" * 30) == pytest.approx(3.0)
     assert judge_audio(tone(2.0, 0.05), SR, text="ab", thresholds=config) == ["near_silent", "too_long"]
-    from omnicli.profile import RetentionConfig
-
-    assert RetentionThresholds.from_config(RetentionConfig()) == RetentionThresholds()
+    assert judge_audio(tone(2.0, 0.05), SR, text="ab") == []  # the schema's defaults
 
 
 def test_keep_writes_wav_and_json_named_by_sha(tmp_path):

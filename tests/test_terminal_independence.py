@@ -111,3 +111,25 @@ def test_cli_subprocess_at_narrow_columns_writes_whole_lines(tmp_path):
 def test_help_is_readable_in_a_pipe():
     result = omni_cli("--help", env=NARROW, timeout=120)
     assert result.returncode == 0 and "synth" in result.stdout
+
+
+def test_profiles_list_heading_is_one_line_in_a_pipe(tmp_path, monkeypatch):
+    folder = _deep(tmp_path)
+    for preset in (Path(omnicli.__file__).parent / "data" / "profiles").glob("*.yaml"):
+        (folder / preset.name).write_bytes(preset.read_bytes())
+    monkeypatch.setenv("OMNI_PROFILES_DIR", str(folder))
+    result = runner.invoke(app, ["profiles", "list"], env=NARROW)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == f"Profiles in {folder}"
+
+
+def test_synth_heading_and_results_line_are_one_line_each_in_a_pipe(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "20")
+    folder = _deep(tmp_path)
+    manifest, out = folder / "meta.lst", folder / "out"
+    manifest.write_text("only|two|fields\n")  # nothing valid: the summary without an engine
+    result = runner.invoke(app, ["synth", str(manifest), "--out", str(out), "--profile", "cpu"], env=NARROW)
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert f"omni synth -> {out}" in lines, result.output
+    assert f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}" in lines, result.output

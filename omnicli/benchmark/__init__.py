@@ -4,16 +4,14 @@
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 8)], warmup_requests=2)
     session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, Engine.start)
     results = asyncio.run(session.run())
-    runs = [build_run(r) for r in results]   # METRICS.md keys
+    runs = [build_run(r) for r in results]   # docs/metrics.md keys
 
-Metric definitions: docs/bench.md and the design's METRICS.md ("Benchmark").
+Metric definitions: docs/bench.md and docs/metrics.md ("Benchmark").
 """
 
-from omnicli.benchmark.loadgen import LoadShape, arrival_offsets, drive
-from omnicli.benchmark.metrics import RequestRecord, distribution, summarize
+from omnicli.benchmark.metrics import distribution, summarize
 from omnicli.benchmark.prompts import PromptSet, load_prompts, select_rows
 from omnicli.benchmark.report import build_document, build_run, compare_runs
-from omnicli.benchmark.runner import Prompt, RoundResult, measure_request, run_round
 from omnicli.benchmark.session import (
     BenchObserver,
     BenchPlan,
@@ -21,7 +19,10 @@ from omnicli.benchmark.session import (
     EngineStartError,
     PassResult,
     ProfileRun,
+    RoundResult,
+    run_round,
 )
+from omnicli.driver import LoadShape, Prompt, RequestRecord, arrival_offsets
 
 __all__ = [
     "BenchObserver",
@@ -40,9 +41,7 @@ __all__ = [
     "build_run",
     "compare_runs",
     "distribution",
-    "drive",
     "load_prompts",
-    "measure_request",
     "run_round",
     "select_rows",
     "summarize",

@@ -1,4 +1,4 @@
-"""Benchmark formulas of METRICS.md ("Benchmark"): pure functions on timings.
+"""Benchmark formulas of docs/metrics.md ("Benchmark"): pure functions on timings.
 
 Everything here works on `perf_counter()` seconds and sample counts, so the
 formulas can be checked by hand on synthetic timings. Names and units follow
@@ -9,10 +9,11 @@ vLLM / vLLM-Omni's `bench serve` (`mean_audio_ttfp_ms`, `p99_e2el_ms`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from omnicli.driver.records import RequestRecord
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)
 
@@ -24,100 +25,6 @@ DISTRIBUTIONS: tuple[tuple[str, str, float], ...] = (
     ("audio_duration", "_s", 1.0),
     ("audio_underrun", "_s", 1.0),
 )
-
-
-# --- per request ------------------------------------------------------------
-
-
-def audio_ttfp(start: float, chunk_times: Sequence[float], chunk_samples: Sequence[int]) -> float | None:
-    """First non-empty chunk's delivery time minus submission; None without audio."""
-    for t, n in zip(chunk_times, chunk_samples):
-        if n > 0:
-            return t - start
-    return None
-
-
-def audio_duration(num_samples: int, sample_rate: int) -> float:
-    """Seconds of audio (samples per channel / sample rate)."""
-    return num_samples / sample_rate if sample_rate > 0 else 0.0
-
-
-def audio_rtf(e2el: float, duration: float) -> float | None:
-    """e2el / audio duration; undefined (None) for empty audio."""
-    return e2el / duration if duration > 0 else None
-
-
-def audio_underrun(chunk_times: Sequence[float], chunk_durations: Sequence[float]) -> float:
-    """Total playback gap once playback has started (METRICS.md cursor rule).
-
-    Playback starts with the first chunk holding audio; chunks without audio
-    (an empty terminal message) have nothing to play and are skipped.
-    """
-    gap = 0.0
-    cursor: float | None = None
-    for t, d in zip(chunk_times, chunk_durations):
-        if d <= 0:
-            continue
-        if cursor is None:
-            cursor = t + d
-        elif t > cursor:
-            gap += t - cursor
-            cursor = t + d
-        else:
-            cursor += d
-    return gap
-
-
-@dataclass
-class RequestRecord:
-    """What one request did: submission time, each chunk's arrival and size, outcome."""
-
-    utt: str
-    request_id: str
-    start: float  # perf_counter() at submission
-    end: float  # perf_counter() of the last chunk, or when the failure surfaced
-    sample_rate: int
-    chunk_times: list[float] = field(default_factory=list)
-    chunk_samples: list[int] = field(default_factory=list)
-    error: str | None = None
-    ref_cache: str = "none"
-    finish_reason: str | None = None
-    text: str = ""
-    reference: str | None = None
-    pcm: np.ndarray | None = None  # kept only when audio is saved or judged
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def num_samples(self) -> int:
-        return int(sum(self.chunk_samples))
-
-    @property
-    def nonempty(self) -> bool:
-        return self.ok and self.num_samples > 0
-
-    @property
-    def audio_duration(self) -> float:
-        return audio_duration(self.num_samples, self.sample_rate)
-
-    @property
-    def audio_ttfp(self) -> float | None:
-        return audio_ttfp(self.start, self.chunk_times, self.chunk_samples)
-
-    @property
-    def e2el(self) -> float:
-        return self.end - self.start
-
-    @property
-    def audio_rtf(self) -> float | None:
-        return audio_rtf(self.e2el, self.audio_duration)
-
-    @property
-    def audio_underrun(self) -> float:
-        durations = [audio_duration(n, self.sample_rate) for n in self.chunk_samples]
-        return audio_underrun(self.chunk_times, durations)
 
 
 # --- aggregates ---------------------------------------------------------------
@@ -199,6 +106,8 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         "num_ref_hot": sum(1 for r in records if r.ref_cache == "hot"),
         "num_ref_cold": sum(1 for r in records if r.ref_cache == "cold"),
         "total_audio_duration_s": total_audio,
+        "total_input_tokens": sum(r.prompt_tokens for r in ok),
+        "total_output_tokens": sum(r.output_tokens for r in ok),
         "request_throughput": len(ok) / total_duration if total_duration > 0 else 0.0,
         "audio_throughput": total_audio / total_duration if total_duration > 0 else 0.0,
     }
@@ -224,14 +133,14 @@ def detailed_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]
     """
     out: dict[str, list] = {
         k: []
-        for k in ("utts", "rounds", "start_times", "audio_ttfps", "e2els", "audio_durations",
+        for k in ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations",
                   "audio_rtfs", "audio_underruns", "ref_caches", "finish_reasons", "errors")
     }
     for index, rnd in enumerate(rounds):
         t0 = min((r.start for r in rnd), default=0.0)
         for r in sorted(rnd, key=lambda r: r.start):
             out["utts"].append(r.utt)
-            out["rounds"].append(index)
+            out["request_rounds"].append(index)  # not "rounds": the run's round count has that key
             out["start_times"].append(r.start - t0)
             out["audio_ttfps"].append(r.audio_ttfp if r.ok else None)
             out["e2els"].append(r.e2el if r.ok else None)

@@ -9,15 +9,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omnicli.audio import write_wav_atomic
-from omnicli.benchmark.loadgen import LoadShape
-from omnicli.benchmark.metrics import RequestRecord
-from omnicli.benchmark.runner import RoundResult
-from omnicli.benchmark.session import ProfileRun
-from omnicli.retention import Retainer, judge_audio
+from omnicli.benchmark.session import ProfileRun, RoundResult
+from omnicli.driver import LoadShape
+from omnicli.retention import Retainer, judge_audio, request_meta
 
 
 def safe_name(text: str) -> str:
@@ -31,7 +30,7 @@ class RoundOutputs:
         retainer: Retainer | None,
         *,
         one_pass: bool,
-        warn: Callable[[str], None] = lambda message: None,
+        warn: Callable[[str], None] = lambda _message: None,
     ):
         self.audio_dir = Path(audio_dir) if audio_dir is not None else None
         self.retainer = retainer
@@ -76,26 +75,9 @@ class RoundOutputs:
                     error=rec.error, thresholds=thresholds,
                 )
                 if reasons:
-                    meta = {**retention_meta(rec, written, digest), "profile": run.label, "pass": shape.label, "round": index}
+                    meta = request_meta(
+                        rec, command="bench", profile_digest=digest, output_wav=written,
+                        extra={"profile": run.label, "pass": shape.label, "round": index},
+                    )
                     if self.retainer.keep(rec.pcm, sample_rate, reasons, meta) is not None:
                         self.retained += 1
-
-
-def retention_meta(rec: RequestRecord, output_wav: Path | None, profile_digest: str | None) -> dict:
-    """A retained request's metadata, under the keys `omni synth` uses for the same facts."""
-    return {
-        "utt": rec.utt,
-        "request_id": rec.request_id,
-        "text": rec.text,
-        "expected_text": rec.text,
-        "transcript": None,  # bench has no ASR; eval-wer fills it
-        "reference_wav": rec.reference,
-        "error": rec.error,
-        "status": "ok" if rec.ok else "failed",
-        "finish_reason": rec.finish_reason,
-        "ref_cache": rec.ref_cache,
-        "timings": {"ttfp_s": rec.audio_ttfp, "e2el_s": rec.e2el, "audio_seconds": rec.audio_duration, "rtf": rec.audio_rtf},
-        "output_wav": str(output_wav) if output_wav else None,
-        "profile_digest": profile_digest,
-        "command": "bench",
-    }

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+import matplotlib.pyplot as plt
 
-from omnicli.atomic import write_bytes_atomic  # noqa: E402
+from omnicli.atomic import write_bytes_atomic
 
 
 def is_sweep(runs: Sequence[dict]) -> bool:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
-from omnicli.benchmark.runner import Prompt
 from omnicli.datasets import demo_manifest_path
+from omnicli.driver.inputs import InputError, request_from_row
+from omnicli.driver.records import Prompt
 from omnicli.manifest import ManifestRow, read_manifest
-from omnicli.requests import InputError, request_from_row
 
 DEMO_NUM_PROMPTS = 32  # the demo set has few rows: cycle it to a useful load
 
@@ -67,5 +67,5 @@ def load_prompts(
             continue
         usable.append(row)
     chosen = select_rows(usable, num_prompts, seed, shuffle)
-    prompts = [Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None) for r in chosen]
+    prompts = [Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None, text=r.text, item=r) for r in chosen]
     return PromptSet(source=path, prompts=prompts, errors=errors, num_rows=len(usable))

@@ -18,14 +18,42 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from omnicli.benchmark.loadgen import LoadShape
-from omnicli.benchmark.metrics import RequestRecord
-from omnicli.benchmark.runner import Prompt, RoundResult, run_round
-from omnicli.engine.request import EngineStats
-from omnicli.interrupts import STOP_GRACE_S
+from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
+from omnicli.engine.request import EngineDead, EngineStats
+
+
+@dataclass
+class RoundResult:
+    records: list[RequestRecord]  # in submission order
+    stats: EngineStats = field(default_factory=EngineStats)  # engine counters during the round
+    complete: bool = True  # False when a stop cut it short (then `records` holds what finished)
+
+
+async def run_round(
+    engine: Any,
+    prompts: Sequence[Prompt],
+    shape: LoadShape,
+    *,
+    id_prefix: str,
+    keep_pcm: bool = False,
+    on_done: Callable[[RequestRecord], None] | None = None,
+    stop: asyncio.Event | None = None,
+    grace_s: float = 0.0,
+) -> RoundResult:
+    """Offers every prompt once following `shape` through the request driver.
+
+    Raises `EngineDead` when the engine stopped serving: the round ends at
+    once. Once `stop` is set the result is incomplete (see `omnicli.driver`).
+    """
+    driven = await drive(engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_record=on_done, stop=stop, grace_s=grace_s)
+    if driven.engine_error is not None:
+        raise EngineDead(driven.engine_error)
+    records = sorted(driven.records, key=lambda r: r.start)
+    return RoundResult(records=records, stats=driven.stats, complete=driven.complete)
 
 
 class EngineStartError(RuntimeError):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
 from omnicli.commands.common import (
@@ -24,19 +25,25 @@ from omnicli.commands.common import (
     EXIT_OK,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    QuietOption,
+    RequestProgress,
     SetOption,
+    VerboseOption,
     console,
     err_console,
+    note,
+    require_folder,
     resolve_profile,
+    set_verbosity,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
 ProfilesOption = Annotated[
     Optional[list[str]],
     typer.Option(
         "--profile",
         "-p",
-        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file. "
+        help="Preset name (see `omni profiles list`) or path to a YAML file. "
         "Repeat it to A/B several profiles on the same prompts.",
         show_default="default",
     ),
@@ -79,40 +86,34 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
 class _ProgressObserver(BenchObserver):
     """Renders session events: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
 
-    def __init__(self, progress: Progress, outputs: Any, interrupts: EngineRunInterrupts):
+    def __init__(self, progress: RequestProgress, outputs: Any, interrupts: EngineRunInterrupts):
         self.progress = progress
         self.outputs = outputs
         self.interrupts = interrupts
-        self.task = None
-        self.failed = 0
         self.warnings: list[str] = []
 
     def engine_starting(self, run) -> None:
-        self.interrupts.phase = "starting"
-        err_console.print(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
+        self.interrupts.phase = Phase.STARTING
+        note(f"[bold]starting engine[/bold] for profile {run.label} ({getattr(run.profile, 'digest', '')}) ...")
 
     def engine_started(self, run, engine) -> None:
-        self.interrupts.phase = "running"
-        err_console.print(
+        self.interrupts.phase = Phase.RUNNING
+        note(
             f"engine ready: {getattr(engine, 'model_name', '?')} on {getattr(engine, 'device', '?')}, "
             f"{engine.sample_rate} Hz"
         )
 
     def engine_closing(self, run) -> None:
-        self.interrupts.phase = "closing"
+        self.interrupts.phase = Phase.CLOSING
 
     def phase_start(self, description: str, total: int) -> None:
-        self.failed = 0
-        self.task = self.progress.add_task(description, total=total, failed=0)
+        self.progress.start(description, total)
 
     def request_done(self, record) -> None:
-        if self.task is None:
-            return
-        self.failed += 1 if record.error else 0
-        self.progress.update(self.task, advance=1, failed=self.failed)
+        self.progress.done(failed=record.error is not None, audio_seconds=record.audio_duration)
 
     def phase_end(self) -> None:
-        self.task = None
+        self.progress.end()
 
     def round_done(self, run, shape, index, result, engine) -> None:
         self.outputs.handle(run, shape, index, result, engine)
@@ -122,17 +123,19 @@ class _ProgressObserver(BenchObserver):
         err_console.print(f"[yellow]warning:[/yellow] {message}")
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
+class OutputFormat(str, Enum):
+    table = "table"
+    text = "text"
+
+
+@dataclass
+class _VllmFiles:
+    """--save-result: one `vllm bench serve`-shaped file per run."""
+
+    append: bool
+    label: str | None
+    metadata: dict
+    metrics: list[str]
 
 
 @dataclass
@@ -145,13 +148,19 @@ class _Report:
     result_dir: Path | None
     result_filename: str | None
     plot: Path | None
+    vllm: _VllmFiles | None = None
+    csv_path: Path | None = None
+    text: bool = False
 
     def __post_init__(self) -> None:
-        # Chosen once, so a forced exit and the normal end write the same file.
+        # Chosen once, so a forced exit and the normal end write the same files.
         self.path = None
-        if self.result_dir is not None or self.result_filename is not None:
-            name = self.result_filename or f"omni-bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-            self.path = (self.result_dir or Path(".")) / name
+        self.date = datetime.now().strftime("%Y%m%d-%H%M%S")  # vLLM's `date` and file-name stamp
+        summary_name = f"omni-bench-{self.date}.json"
+        if self.vllm is not None:  # --result-filename names the per-run files; the summary goes beside them
+            self.path = (self.result_dir or Path(".")) / summary_name
+        elif self.result_dir is not None or self.result_filename is not None:
+            self.path = (self.result_dir or Path(".")) / (self.result_filename or summary_name)
 
 
 class _BenchInterrupts(EngineRunInterrupts):
@@ -164,14 +173,14 @@ class _BenchInterrupts(EngineRunInterrupts):
     the engine's processes are ended, the completed passes written, exit 130.
     """
 
-    graceful_phases = ("running", "closing")
+    graceful_phases = (Phase.RUNNING, Phase.CLOSING)
     forced_note = "completed passes are kept"
 
     def __init__(self, session: BenchSession, report: _Report):
         super().__init__()
         self.session = session
         self.report = report
-        self.progress: Progress | None = None
+        self.progress: RequestProgress | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def request_stop(self, sig) -> bool:
@@ -229,7 +238,7 @@ def bench(
     ] = None,
     concurrency: Annotated[
         Optional[str],
-        typer.Option("--concurrency", "-c", help="Closed loop: at most N requests in flight. A list (1,8,32,128) runs a sweep, "
+        typer.Option("--concurrency", "--max-concurrency", "-c", help="Closed loop: at most N requests in flight. A list (1,8,32,128) runs a sweep, "
                      "one fresh measured pass per value.", show_default="1, or no cap with --request-rate"),
     ] = None,
     request_rate: Annotated[
@@ -245,22 +254,44 @@ def bench(
     max_new_tokens: Annotated[
         Optional[int], typer.Option("--max-new-tokens", min=1, help="Talker token cap per request.", show_default="profile")
     ] = None,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Requests run and discarded before measuring (per engine).")] = 0,
+    warmup: Annotated[int, typer.Option("--warmup", "--num-warmups", min=0, help="Requests run and discarded before measuring (per engine).")] = 0,
     warmup_pass: Annotated[bool, typer.Option("--warmup-pass", help="Run a whole discarded pass before measuring.")] = False,
     rounds: Annotated[
         int, typer.Option("--rounds", min=1, help="Measured passes per load shape, pooled (total audio s / total duration).")
     ] = 1,
-    metric_percentiles: Annotated[str, typer.Option("--metric-percentiles", help="Percentiles to report, comma-separated.")] = "50,90,99",
+    metric_percentiles: Annotated[str, typer.Option("--metric-percentiles", help="Percentiles to report, comma-separated (vLLM's default is 99; the table also shows p50 and p90).")] = "50,90,99",
+    percentile_metrics: Annotated[
+        Optional[str],
+        typer.Option("--percentile-metrics", help="Metrics whose mean/median/std/percentiles go into --save-result files: "
+                     "audio_ttfp,e2el,audio_rtf,audio_duration,audio_underrun.", show_default="all"),
+    ] = None,
     profile: ProfilesOption = None,
     compare: Annotated[
         Optional[list[str]],
         typer.Option("--compare", help="A profile to A/B against the --profile one(s) (repeatable): same prompts, engine restarted."),
     ] = None,
     set_: SetOption = None,
-    result_dir: Annotated[Optional[Path], typer.Option("--result-dir", help="Write the JSON result into this folder.")] = None,
+    save_result: Annotated[
+        bool, typer.Option("--save-result", help="Write one vLLM `bench serve`-shaped JSON per run (load shape x profile), beside the summary file.")
+    ] = False,
+    append_result: Annotated[
+        bool, typer.Option("--append-result", help="Append the per-run results to an existing file (implies --save-result).")
+    ] = False,
+    result_dir: Annotated[Optional[Path], typer.Option("--result-dir", help="Folder for the result files (the summary file is written whenever it is given).")] = None,
     result_filename: Annotated[
-        Optional[str], typer.Option("--result-filename", help="Result file name.", show_default="omni-bench-<time>.json")
+        Optional[str],
+        typer.Option("--result-filename", help="With --save-result: the per-run file's name (several runs need --append-result). "
+                     "Without: the summary file's name.",
+                     show_default="{label}-{rate}qps-concurrency{N}-{model}-{date}.json; summary omni-bench-<time>.json"),
     ] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="Label (file name prefix) of --save-result files.", show_default="omni")] = None,
+    metadata: Annotated[
+        Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE", help="Recorded as a top-level key of each --save-result file (repeatable).")
+    ] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV: one row per run, raw values.")] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Console output: a table, or plain `Key: value` lines for grep and diff.")
+    ] = OutputFormat.table,
     save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Add per-request lists to the result.")] = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot (sweep curves or latency histograms).")] = None,
     audio_out: Annotated[
@@ -268,11 +299,13 @@ def bench(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", help="Retain failed or suspect audio here (default: $OMNI_FAILED_SPEECH_AUDIO_DIR)."),
+        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed or suspect audio here."),
     ] = None,
     allow_outside_paths: Annotated[
         bool, typer.Option("--allow-outside-paths", help="Allow manifest audio paths outside the manifest's folder.")
     ] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Measure first-audio latency, real-time factor and audio throughput of the embedded engine.
 
@@ -283,39 +316,94 @@ def bench(
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
     engine failed, 130 interrupted.
     """
-    from omnicli.benchmark.loadgen import LoadShape
     from omnicli.benchmark.metrics import parse_percentiles
+    from omnicli.benchmark.outputs import RoundOutputs
     from omnicli.benchmark.session import BenchPlan
+    from omnicli.retention import Retainer
 
-    # --- options -> plan (usage errors exit 2) ---
+    # options -> plan (usage errors exit 2)
+    set_verbosity(quiet, verbose)
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
         raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
-    manifest = manifest or manifest_arg
     try:
         percentiles = parse_percentiles(metric_percentiles)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--metric-percentiles") from None
-    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
-        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
     if warmup and warmup_pass:
         raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
+    shapes = load_shapes(concurrency, request_rate, burstiness, seed)
+    require_folder(result_dir, "--result-dir")
+    require_folder(audio_out, "--audio-out")
+    runs = label_profiles(list(profile or [None]) + list(compare or []), set_)
+    vllm_files = _vllm_files(
+        save_result or append_result, append_result, label, metadata, percentile_metrics,
+        runs_per_file=len(runs) * len(shapes) if result_filename is not None else 1,
+    )
+    prompt_set = _prompts(
+        manifest or manifest_arg, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
+        max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
+    )
+    outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
+    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
+    report = _Report(
+        percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
+        vllm=vllm_files, csv_path=csv_path, text=output_format is OutputFormat.text,
+    )
+    note(
+        f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
+        f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
+    )
+    # run -> report
+    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
+    interrupts = _BenchInterrupts(session, report)
+    error, code = _run_and_report(session, interrupts, outputs, report)
+    _exit(session, interrupts, outputs, error, code)
+
+
+def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int) -> list:
+    """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without)."""
+    from omnicli.driver import LoadShape
+
+    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
+        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
     rate = math.inf if request_rate is None else request_rate
     levels = parse_concurrency(concurrency if concurrency is not None or request_rate is not None else "1")
-    shapes = [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
-    specs: list[str | None] = list(profile or [None]) + list(compare or [])
-    runs = label_profiles(specs, set_)
+    return [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
 
-    # --- prompts (bad input exits 2; reference audio is loaded before any timing) ---
+
+def _vllm_files(
+    save: bool, append: bool, label: str | None, metadata: list[str] | None, percentile_metrics: str | None, *, runs_per_file: int
+) -> _VllmFiles | None:
+    """The --save-result options (a bad one exits 2); None without --save-result / --append-result."""
+    from omnicli.benchmark.vllm_format import parse_metadata, parse_percentile_metrics
+
+    try:
+        metrics = parse_percentile_metrics(percentile_metrics)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--percentile-metrics") from None
+    try:
+        pairs = parse_metadata(metadata)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metadata") from None
+    if not save:
+        return None
+    if runs_per_file > 1 and not append:
+        raise typer.BadParameter(
+            f"{runs_per_file} runs would share one file: add --append-result, or leave --result-filename out to get one file per run",
+            param_hint="--result-filename",
+        )
+    return _VllmFiles(append, label, pairs, metrics)
+
+
+def _prompts(manifest: Path | None, **options):
+    """The prompt set (reference audio loaded before any timing); bad input exits 2."""
     from omnicli.benchmark.prompts import load_prompts
     from omnicli.manifest import ManifestError
 
     try:
-        prompt_set = load_prompts(
-            manifest, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
-            max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
-        )
+        prompt_set = load_prompts(manifest, **options)
     except (ManifestError, FileNotFoundError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -330,38 +418,33 @@ def bench(
     if not prompt_set.prompts:
         err_console.print(f"[red]error:[/red] {prompt_set.source}: no prompts")
         raise typer.Exit(EXIT_USAGE)
+    return prompt_set
 
-    from omnicli.benchmark.outputs import RoundOutputs
-    from omnicli.retention import Retainer
 
-    outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
-    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
-    report = _Report(percentiles, utc_now(), save_detailed, result_dir, result_filename, plot)
-    err_console.print(
-        f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
-        f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
-    )
-    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
-    interrupts = _BenchInterrupts(session, report)
+def _run_and_report(session: BenchSession, interrupts: _BenchInterrupts, outputs, report: _Report) -> tuple[BaseException | None, int]:
+    """Runs the session under a progress bar and signal handling, then reports whatever completed."""
     with interrupts.signals():
-        with _progress() as progress:
+        with RequestProgress(err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
-            interrupts.phase = "done"  # from here on a signal changes nothing: the results follow at once
-        # --- report whatever completed ---
+            interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
         with interrupts.save_lock:
             code = _report(
                 session.results, report, interrupted=interrupts.interrupted, unfinished=session.unfinished,
-                engine_error=None if error is None else str(error),
+                # a stop the user asked for is not an engine error (a terminal's Ctrl-C makes vLLM abort)
+                engine_error=None if error is None or interrupts.interrupted else str(error),
             )
-    interrupted = interrupts.interrupted
+    return error, code
+
+
+def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: BaseException | None, code: int) -> None:
     if outputs.audio_dir is not None:
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
     if outputs.retainer is not None and outputs.retained:
         err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
-    if interrupted:
+    if interrupts.interrupted:
         err_console.print(f"[yellow]interrupted[/yellow]: the engine was closed; {len(session.results)} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
     if error is not None:
@@ -384,7 +467,8 @@ def _report(
     """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed)."""
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
-    from omnicli.benchmark.report import build_document, build_run, comparison_tables, machine_facts, results_table
+    from omnicli.benchmark.report import build_document, build_run, machine_facts
+    from omnicli.commands.bench_tables import comparison_tables, results_table
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
@@ -393,10 +477,16 @@ def _report(
         return EXIT_OK
     machine = machine_facts(results[0].device)
     runs = [build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine) for r in results]
-    console.print(results_table(runs, report.percentiles))
-    if len({r["profile_label"] for r in runs}) > 1:
-        for table in comparison_tables(runs, report.percentiles):
-            console.print(table)
+    if report.text:
+        from omnicli.commands.bench_export import text_lines
+
+        for line in text_lines(runs, report.percentiles):
+            typer.echo(line)
+    else:
+        console.print(results_table(runs, report.percentiles))
+        if len({r["profile_label"] for r in runs}) > 1:
+            for table in comparison_tables(runs, report.percentiles):
+                console.print(table)
     failed = [f for run in runs for f in run["failures"]]
     if failed:
         console.print(f"[red]{len(failed)} failed request(s):[/red]")
@@ -413,10 +503,38 @@ def _report(
             interrupted=interrupted, engine_error=engine_error, unfinished=unfinished,
         )
         write_json_atomic(report.path, document)
-        console.print(f"results: {report.path}")
+        err_console.print(f"results: {report.path}", highlight=False)
+    if report.vllm is not None:
+        for path in _write_vllm_files(results, runs, report):
+            err_console.print(f"run result: {path}", highlight=False)
+    if report.csv_path is not None:
+        from omnicli.commands.bench_export import write_csv
+
+        err_console.print(f"csv: {write_csv(report.csv_path, runs, report.percentiles)}", highlight=False)
     if report.plot is not None and not forced:  # matplotlib is slow to load: not while forcing an exit
         from omnicli.benchmark.plot import plot_results
 
         details = [detailed_lists(r.record_rounds) for r in results]
-        console.print(f"plot: {plot_results(runs, details, report.plot)}")
+        err_console.print(f"plot: {plot_results(runs, details, report.plot)}", highlight=False)
     return EXIT_SOME_FAILED if failed else EXIT_OK
+
+
+def _write_vllm_files(results, runs: list[dict], report: _Report) -> list[Path]:
+    """One `vllm bench serve`-shaped file per run (or all appended to --result-filename)."""
+    from omnicli.benchmark.metrics import detailed_lists
+    from omnicli.benchmark.vllm_format import result_filename, vllm_result, write_result
+
+    files = report.vllm
+    folder = report.result_dir or Path(".")
+    several_profiles = len({r["profile_label"] for r in runs}) > 1
+    written: list[Path] = []
+    for result, run in zip(results, runs):
+        doc = vllm_result(
+            run, date=report.date, label=files.label, metadata=files.metadata, percentile_metrics=files.metrics,
+            percentiles=report.percentiles, detailed=detailed_lists(result.record_rounds), save_detailed=report.detailed,
+        )
+        name = report.result_filename or result_filename(doc, profile_label=run["profile_label"] if several_profiles else None)
+        path = write_result(folder / name, doc, append=files.append or (report.result_filename is not None and bool(written)))
+        if path not in written:
+            written.append(path)
+    return written

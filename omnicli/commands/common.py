@@ -1,11 +1,26 @@
-"""Options and helpers shared by every command."""
+"""Options and helpers shared by every command.
+
+Chatter and progress always go to stderr (stdout keeps results):
+- `progress_bar`: Rich's live bar on a terminal, plain lines every few
+  seconds without one (`omnicli.commands.progress`), nothing with --quiet;
+  `RequestProgress` is the one progress observer of the commands that drive
+  requests;
+- `note` / `status`: status lines and spinners, silent with --quiet;
+- `--verbose`: the library's INFO logs too (engine start-up, ASR loading).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from omnicli.commands.progress import PlainProgress
 
 # Width of output that is not a terminal (a file, a pipe, a test runner): wide
 # enough that no line is ever wrapped, so scripts and tests can read every line.
@@ -46,11 +61,13 @@ err_console = CliConsole(stderr=True)
 
 # Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
 # 2 bad usage or input (typer's own), 3 the engine could not start or died,
-# 130 interrupted by Ctrl-C / SIGTERM.
+# 4 the output folder could not be written (disk full, I/O error): stopped,
+# unfinished work left pending, 130 interrupted by Ctrl-C / SIGTERM / SIGHUP.
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENGINE = 3
+EXIT_OUTPUT_IO = 4
 EXIT_INTERRUPTED = 130
 
 ProfileOption = Annotated[
@@ -58,7 +75,7 @@ ProfileOption = Annotated[
     typer.Option(
         "--profile",
         "-p",
-        help="Profile name (profiles/NAME.yaml, see `omni profiles list`) or path to a YAML file.",
+        help="Preset name (see `omni profiles list`) or path to a YAML file.",
         show_default="default",
     ),
 ]
@@ -72,12 +89,160 @@ SetOption = Annotated[
 ]
 
 
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")]
+
+
+class _Verbosity:
+    quiet = False
+    verbose = False
+
+
+VERBOSITY = _Verbosity()
+
+
+def set_verbosity(quiet: bool, verbose: bool) -> None:
+    """Applies --quiet / --verbose for this command (exclusive: both is a usage error)."""
+    if quiet and verbose:
+        err_console.print("[red]error:[/red] --quiet and --verbose exclude each other")
+        raise typer.Exit(EXIT_USAGE)
+    VERBOSITY.quiet, VERBOSITY.verbose = quiet, verbose
+    level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    logging.getLogger("omnicli").setLevel(level)
+
+
+def note(message: str) -> None:
+    """A status line on stderr (engine ready, resuming, ...); silent with --quiet."""
+    if not VERBOSITY.quiet:
+        err_console.print(message, highlight=False)
+
+
+def status(message: str):
+    """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
+    if VERBOSITY.quiet:
+        return contextlib.nullcontext()
+    if err_console.is_terminal:
+        return err_console.status(message)
+    err_console.print(message, highlight=False)
+    return contextlib.nullcontext()
+
+
 def resolve_profile(profile: str | None, sets: list[str] | None):
     """Load and validate a profile, turning errors into a clean usage exit."""
     from omnicli.profile import ProfileError, load_profile
 
     try:
-        return load_profile(profile, overrides=sets or [])
+        resolved = load_profile(profile, overrides=sets or [])
     except ProfileError as exc:
         err_console.print(f"[red]profile error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+    p = resolved.profile
+    if p.model != "omni-tiny":  # omni-tiny builds itself; the others must be on disk
+        from omnicli.engine.models import check_checkpoints
+        from omnicli.engine.models.checkpoints import CheckpointMissing
+
+        try:  # before any engine starts: a missing checkpoint is bad usage, not an engine failure
+            check_checkpoints(p.model, p.model_path, p.codec_path)
+        except CheckpointMissing as exc:
+            err_console.print("[red]checkpoint missing:[/red]")
+            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from None
+    return resolved
+
+
+def require_folder(path: Path | None, option: str) -> None:
+    """Exit 2 with one line when an output folder option names a file (or lies
+    under one), before any work is done, instead of failing at the end with
+    `[Errno 17] File exists`."""
+    if path is None:
+        return
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "" if probe == Path(path) else f" ({probe} is a file)"
+        err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
+
+
+def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:
+    """The progress every command shows: description, bar, done/total, failures, `extra`, times.
+
+    A live bar when `out` is a terminal, plain lines without one, nothing
+    with --quiet. Tasks need a `failed` field (`progress.add_task(..., failed=0)`).
+    """
+    columns = (
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"[red]{{task.fields[failed]}} {failed_label}"),
+        *extra,
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    if VERBOSITY.quiet:
+        return Progress(*columns, console=out, disable=True)
+    if out.is_terminal:
+        return Progress(*columns, console=out)
+    return PlainProgress(*columns, console=out)
+
+
+class RequestProgress:
+    """The one progress observer of the commands that drive requests (synth, bench).
+
+    A bar per phase (`start` ... `end`) counting finished requests and
+    failures, with audio-s/s when `rate` is set; `note` prints above it.
+    """
+
+    def __init__(self, out: Console = err_console, *, rate: bool = False):
+        extra = (TextColumn("{task.fields[rate]:.2f} audio-s/s"),) if rate else ()
+        self.bar = progress_bar(out, *extra)
+        self._task = None
+        self._failed = 0
+        self._audio_s = 0.0
+
+    def __enter__(self) -> RequestProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def start(self, description: str, total: int) -> None:
+        self._failed, self._audio_s = 0, 0.0
+        self._task = self.bar.add_task(description, total=total, failed=0, rate=0.0)
+
+    def done(self, *, failed: bool, audio_seconds: float = 0.0) -> None:
+        if self._task is None:
+            return
+        self._failed += bool(failed)
+        self._audio_s += audio_seconds
+        task = next(t for t in self.bar.tasks if t.id == self._task)
+        elapsed = task.elapsed or 1e-9
+        self.bar.update(self._task, advance=1, failed=self._failed, rate=self._audio_s / elapsed)
+
+    def end(self) -> None:
+        if self._task is not None:
+            self.bar.stop_task(self._task)  # without a terminal: the phase's last line now
+        self._task = None
+
+    def note(self, message: str) -> None:
+        """A line above the bar (a failed row, a retention error): printed even with --quiet."""
+        self.bar.console.print(message, highlight=False)
+
+    def stop(self) -> None:
+        """Restores the terminal (before a forced exit)."""
+        self.bar.stop()
+
+
+def fmt_number(value, digits: int = 2) -> str:
+    """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)

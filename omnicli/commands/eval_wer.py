@@ -6,13 +6,11 @@ progress bar, prints the summary table and writes the result files.
 
 from __future__ import annotations
 
-import logging
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from omnicli.commands.common import (
@@ -22,10 +20,17 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    QuietOption,
     SetOption,
+    VerboseOption,
     console,
     err_console,
+    fmt_number,
+    progress_bar,
+    require_folder,
     resolve_profile,
+    set_verbosity,
+    status,
 )
 
 app = typer.Typer(help="Seed-TTS-eval compatible WER of generated speech.")
@@ -52,7 +57,7 @@ def _load_rows(manifest: Path):
 
     try:
         # Prompt audio is not needed to score, so paths outside the manifest folder are fine.
-        parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False)
+        parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False, short_layouts=True)
     except ManifestError as exc:
         raise _usage_error(str(exc)) from None
     if parsed.errors:
@@ -66,24 +71,6 @@ def _load_rows(manifest: Path):
     return parsed.rows
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed/missing"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-    )
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def print_summary(summary: dict) -> None:
     asr = summary.get("asr") or {}
     source = asr.get("requested") or f"{asr.get('backend')}:{asr.get('model')}"
@@ -93,14 +80,15 @@ def print_summary(summary: dict) -> None:
     table.add_column("note", style="dim")
     notes = summary.get("key_notes", {})
     for key in ("seed_wer_mean", "wer_mean_below_50", "sub", "del", "ins"):
-        table.add_row(key, _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(key, fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     for key in ("corpus_wer", "median_wer", "share_wer_above_50", "wer_mean_failed_as_100"):
-        table.add_row(f"[dim]{key}[/dim]", _fmt(summary[key]), notes.get(key, ""))
+        table.add_row(f"[dim]{key}[/dim]", fmt_number(summary[key], 3), notes.get(key, ""))
     table.add_section()
     table.add_row("num_scored", str(summary["num_scored"]), f"of {summary['num_utts']} utterances")
     table.add_row("num_missing", str(summary["num_missing"]), "no wav (or no cached transcript)")
-    table.add_row("num_failed", str(summary["num_failed"]), "empty/unreadable audio, ASR error, empty transcript")
+    table.add_row("num_failed", str(summary["num_failed"]), "empty/unreadable audio, ASR error, empty reference")
+    table.add_row("num_empty_transcripts", str(summary["num_empty_transcripts"]), "scored as WER 100%, as seed-tts-eval does")
     table.add_row("num_above_threshold", str(summary["num_above_threshold"]), f"WER > {summary['wer_threshold']}")
     if summary["num_over_30s"]:
         table.add_row("num_over_30s", str(summary["num_over_30s"]), f"{summary['num_truncated']} cut to 30 s before ASR")
@@ -114,8 +102,8 @@ def print_summary(summary: dict) -> None:
         listing = Table(title="not scored", title_justify="left")
         for column in ("utt", "status", "detail"):
             listing.add_column(column)
-        for utt, status, detail in problems[:20]:
-            listing.add_row(utt, status, detail)
+        for utt, state, detail in problems[:20]:
+            listing.add_row(utt, state, detail)
         if len(problems) > 20:
             listing.add_row("...", f"{len(problems) - 20} more", "see the results files")
         console.print(listing)
@@ -124,7 +112,11 @@ def print_summary(summary: dict) -> None:
 def eval_wer(
     gen_dir: Annotated[Path, typer.Argument(help="Folder holding the generated <utt>.wav files.", show_default=False)],
     manifest: Annotated[
-        Path, typer.Option("--manifest", "-m", help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL.")
+        Path,
+        typer.Option(
+            "--manifest", "-m",
+            help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav], or seed-tts-eval's utt|text and utt|text|prompt_wav) or JSONL.",
+        ),
     ],
     lang: Annotated[Lang, typer.Option("--lang", "-l", help="Language of the texts: en (WER) or zh (CER).")] = Lang.en,
     asr: Annotated[
@@ -133,7 +125,7 @@ def eval_wer(
             "--asr",
             help="BACKEND[:MODEL]: openai-whisper[:large-v3|/path.pt], faster-whisper[:NAME|/ct2-dir|tiny.en-bundled], "
             "transformers[:REPO_ID|/dir], funasr[:paraformer-zh|/dir]. Local models only.",
-            show_default="openai-whisper:large-v3 (zh: funasr:paraformer-zh when installed)",
+            show_default="openai-whisper:large-v3; zh: funasr:paraformer-zh (Whisper only when chosen here)",
         ),
     ] = None,
     threshold: Annotated[
@@ -149,7 +141,7 @@ def eval_wer(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", help="Retain the ASR input of asr_mismatch/asr_empty utterances here.", show_default="$OMNI_FAILED_SPEECH_AUDIO_DIR, else off"),
+        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain the ASR input of asr_mismatch/asr_empty utterances here.", show_default="off"),
     ] = None,
     device: Annotated[Optional[Device], typer.Option("--device", help="Where ASR runs.", show_default="profile device (auto)")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Clips per ASR batch (where the backend batches).")] = 8,
@@ -158,6 +150,8 @@ def eval_wer(
     ] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Transcribe GEN_DIR/<utt>.wav for every manifest row and report Seed-TTS-eval WER.
 
@@ -179,7 +173,7 @@ def eval_wer(
     )
     from omnicli.retention import Retainer
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    set_verbosity(quiet, verbose)
     resolved = resolve_profile(profile, sets)
     settings = resolved.profile
     threshold = settings.retention.asr_wer_threshold if threshold is None else threshold
@@ -190,6 +184,7 @@ def eval_wer(
     if transcripts is None and not gen_dir.is_dir():
         raise _usage_error(f"{gen_dir}: generated-audio folder not found")
     out_dir = out or gen_dir / "eval_wer"
+    require_folder(out_dir, "--out")
     retainer = Retainer.from_option(keep_failed)
 
     backend = cached = None
@@ -204,7 +199,7 @@ def eval_wer(
     else:
         try:
             spec = AsrSpec.parse(asr) if asr else default_spec(lang_code)
-            with err_console.status(f"loading ASR {spec} ..."):
+            with status(f"loading ASR {spec} ..."):
                 backend = load_backend(spec, lang=lang_code, device=device_name, max_new_tokens=max_new_tokens)
         except AsrSetupError as exc:
             raise _usage_error(str(exc)) from None
@@ -215,7 +210,7 @@ def eval_wer(
 
     retention_meta = {"profile_digest": resolved.digest, "asr_backend": asr_info["backend"], "asr_model": asr_info["model"]}
     try:
-        with _progress() as progress:
+        with progress_bar(err_console, failed_label="failed/missing") as progress:
             task = progress.add_task("scoring" if cached is not None else "transcribing", total=len(rows), failed=0)
             not_scored = 0
 
@@ -244,7 +239,7 @@ def eval_wer(
     print_summary(summary)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]warning:[/yellow] {retainer.errors} retained file(s) could not be written: {retainer.error_messages[0]}")
-    err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}")
+    err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}; seed-tts-eval: {paths['seed_wer']}")
     raise typer.Exit(EXIT_OK if summary["num_missing"] == 0 and summary["num_failed"] == 0 else EXIT_SOME_FAILED)
 
 

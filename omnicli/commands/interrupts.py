@@ -1,35 +1,44 @@
-"""The Ctrl-C / SIGTERM policy shared by the commands that run the engine."""
+"""The Ctrl-C / SIGTERM / SIGHUP policy shared by the commands that run the engine."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
+from enum import Enum
 
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
 from omnicli.interrupts import StopSignals
 from omnicli.orphans import terminate_children
 
 
+class Phase(str, Enum):
+    """Where a command that runs the engine is; decides what a signal does."""
+
+    STARTING = "starting"  # engine start-up: the main thread may sit in native code for a long time
+    RUNNING = "running"
+    CLOSING = "closing"
+    DONE = "done"  # results written; the normal exit is moments away
+
+
 class EngineRunInterrupts:
     """The Ctrl-C / SIGTERM policy of a command that runs the engine (synth, bench).
 
-    `phase` is "starting" (engine start-up: the main thread may sit in native
-    code for a long time), "running", "closing" or "done" (results written,
-    the normal exit is moments away). The first signal in one of
+    `phase` is a `Phase`. The first signal in one of
     `graceful_phases` calls `request_stop`, which must be thread-safe and
     return False when there is nothing to stop yet. In any other phase but
-    "done", and for every later signal, `force_exit` ends our child processes
+    DONE, and for every later signal, `force_exit` ends our child processes
     (the engine's), calls `save_partial` holding `save_lock` and exits 130.
     Commands subclass it and write their own results under `save_lock` too.
     """
 
-    graceful_phases: tuple[str, ...] = ("running",)
+    graceful_phases: tuple[Phase, ...] = (Phase.RUNNING,)
     forced_note = "finished work is kept"
 
     def __init__(self) -> None:
-        self.phase = "starting"
+        self.phase = Phase.STARTING
         self.interrupted = False
         self.save_lock = threading.Lock()
 
@@ -40,22 +49,24 @@ class EngineRunInterrupts:
         """Records what is finished; runs on the signal thread with `save_lock` held."""
 
     def signals(self) -> StopSignals:
+        quiet_resource_tracker()
         return StopSignals(self.on_first_signal, self.force_exit)
 
     def on_first_signal(self, sig: signal.Signals) -> None:
         self.interrupted = True
         if self.phase in self.graceful_phases and self.request_stop(sig):
             return
-        if self.phase != "done":
+        if self.phase != Phase.DONE:
             self.force_exit(sig)
 
     def force_exit(self, sig: signal.Signals) -> None:
         """Ends the engine's processes now, saves what is known, exits 130."""
         self.interrupted = True
-        if self.phase == "done":
+        if self.phase == Phase.DONE:
             return  # the results are written; the normal exit is moments away
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:
+            logging.disable(logging.CRITICAL)  # vLLM's front-end logs its dead engine core: noise now
             terminate_children(grace_s=1.0)
             # Held until exit, so the main thread is never cut off in the middle of its own write.
             if self.save_lock.acquire(timeout=5.0):
@@ -64,3 +75,18 @@ class EngineRunInterrupts:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
+
+
+# The message of multiprocessing's resource tracker at its exit, when it unlinks
+# semaphores whose owner never did.
+_TRACKER_LEAK_WARNING = "ignore:resource_tracker:UserWarning"
+
+
+def quiet_resource_tracker() -> None:
+    """A forced exit kills vLLM's engine core (SIGKILL after 1 s), so its multiprocessing
+    semaphores are never unlinked by it; the shared resource tracker process unlinks
+    them and would print "There appear to be 1 leaked semaphore objects" after the
+    command has ended. The tracker starts with our interpreter's -W options (when
+    vLLM starts its engine core): call this before the engine starts."""
+    if _TRACKER_LEAK_WARNING not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_LEAK_WARNING)  # read by child interpreters only, not by this one

@@ -1,26 +1,54 @@
-"""`omni models`: list the model families and build the embedded one ahead of time."""
+"""`omni models`: list the model families, build test checkpoints, verify parity."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from omnicli.commands.common import console
+from omnicli.commands.common import EXIT_USAGE, console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
 
 
 @app.command("list")
-def list_models() -> None:
-    """List known model families."""
+def list_models(
+    model_path: str = typer.Option(None, "--model-path", help="Check this talker checkpoint instead of the family's default."),
+    codec_path: str = typer.Option(None, "--codec-path", help="Check this codec checkpoint instead of the family's default."),
+) -> None:
+    """List model families, what each needs on disk and whether it is present."""
     from omnicli.engine.models import MODELS
+    from omnicli.engine.models.families import family_status
 
-    table = Table("model", "description")
-    for name, description in MODELS.items():
-        table.add_row(name, description)
+    table = Table("model", "description", "needs", "present")
+    for name in MODELS:
+        st = family_status(name, model_path, codec_path)
+        needs = "\n".join(p[0] for p in st.parts) or "nothing (built locally on first use)"
+        where = "\n".join(("yes: " if ok else "no: ") + w for _, ok, w in st.parts) or "yes"
+        table.add_row(name, st.description, needs, where)
     console.print(table)
+
+
+@app.command("build-tiny")
+def build_tiny(
+    family: str = typer.Argument(..., help="Family to build: orpheus, neutts-air."),
+    dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
+    real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
+) -> None:
+    """Write random-weight checkpoints in the family's published layout (for tests and benchmarks)."""
+    from omnicli.engine.models.families import build_tiny as build
+
+    try:
+        with err_console.status(f"building {family} into {dest}"):
+            info = build(family, dest, seed=seed, real_size=real_size)
+    except (ValueError, FileExistsError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"[green]{family}[/green] at {dest} (use --set model={family} --set model_path={dest}/talker --set codec_path={dest}/codec)")
+    console.print_json(data=info)
 
 
 @app.command("build")
@@ -30,8 +58,42 @@ def build_model(
     """Build omni-tiny into the cache now (otherwise it happens on first use)."""
     from omnicli.engine.models import omni_tiny
 
-    with console.status("building omni-tiny"):
+    with err_console.status("building omni-tiny"):
         path = omni_tiny.build(force=force)
     info = json.loads((path / "BUILD_OK").read_text())
     console.print(f"[green]omni-tiny[/green] at {path}")
     console.print_json(data=info)
+
+
+@app.command("verify")
+def verify(
+    family: str = typer.Argument(..., help="Family to check: orpheus, neutts-air."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/ (e.g. from build-tiny)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random codes and audio the checks use."),
+) -> None:
+    """Parity checks against the family's reference code; exit 1 on any mismatch.
+
+    Each check prints its figure. Checks whose reference package is not
+    installed are shown as skipped (install the `reference` extra).
+    """
+    from omnicli.engine.models import check_checkpoints
+    from omnicli.engine.models.checkpoints import CheckpointMissing
+    from omnicli.engine.models.verify import run
+
+    try:
+        check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
+        with err_console.status(f"verifying {family} at {checkpoint}"):
+            checks = run(family, checkpoint, seed=seed)
+    except (ValueError, CheckpointMissing) as exc:
+        err_console.print("[red]error:[/red]")
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    style = {"ok": "green", "mismatch": "red", "skipped": "yellow"}
+    for c in checks:
+        line = f"{c.status.upper():8} {c.name}: {c.figure}" + (f" ({c.detail})" if c.detail else "")
+        console.print(f"[{style[c.status]}]{c.status.upper():8}[/]", end=" ")
+        console.print(line[9:], markup=False, highlight=False, soft_wrap=True)
+    bad = [c for c in checks if c.status == "mismatch"]
+    skipped = [c for c in checks if c.status == "skipped"]
+    console.print(f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True)
+    raise typer.Exit(1 if bad else 0)

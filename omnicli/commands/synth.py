@@ -3,66 +3,96 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     ProfileOption,
+    QuietOption,
+    RequestProgress,
     SetOption,
+    VerboseOption,
     console,
     err_console,
+    note,
+    require_folder,
     resolve_profile,
+    set_verbosity,
+    status,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts
+from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+
+if TYPE_CHECKING:
+    from omnicli.synth_results import SynthSummary
 
 
 def synth(
-    manifest: Annotated[Path, typer.Argument(help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).")],
+    manifest: Annotated[
+        Optional[Path],
+        typer.Argument(metavar="MANIFEST", help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL (utt, text, ref_audio, ref_text).", show_default=False),
+    ] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Synthesize the demo set shipped in the package (no MANIFEST needed).")] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also redo utterances that failed in an earlier run into the same --out.")] = False,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
-    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", help="Retain failed/suspect audio + metadata here (or set OMNI_FAILED_SPEECH_AUDIO_DIR). Thresholds: --set retention.KEY=VALUE.")] = None,
+    keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
     profile: ProfileOption = None,
     set_: SetOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Synthesize every line of a manifest to OUT/<utt>.wav.
 
     Resumable: run it again with the same --out and finished utterances are
     skipped (--retry-failed redoes failed ones). A bad row is reported
-    (file:line: reason) and skipped; the rest of the batch goes on. Ctrl-C or
-    SIGTERM stops admitting rows, lets requests in flight finish for a few
+    (file:line: reason) and skipped; the rest of the batch goes on. Ctrl-C,
+    SIGTERM or SIGHUP stops admitting rows, lets requests in flight finish for a few
     seconds, writes the summary and shuts the engine down; a second Ctrl-C
     exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
-    invalid, 2 bad usage or input, 3 the engine failed, 130 interrupted.
+    invalid, 2 bad usage or input, 3 the engine failed, 4 the output folder
+    could not be written (disk full: unfinished rows stay pending), 130
+    interrupted.
     """
     from omnicli.manifest import ManifestError, read_manifest
     from omnicli.retention import Retainer
-    from omnicli.synthesis import OutputBusy, OutputLock, plan_run
+    from omnicli.synthesis import OutputBusy, OutputLock, plan_run, tidy_out_dir
 
+    set_verbosity(quiet, verbose)
+    if (manifest is None) == (not demo):
+        err_console.print("[red]error:[/red] give a MANIFEST or --demo (exactly one)")
+        raise typer.Exit(EXIT_USAGE)
+    if demo:
+        from omnicli.datasets import demo_manifest_path
+
+        manifest = demo_manifest_path()
     resolved = resolve_profile(profile, set_)
+    require_folder(out, "--out")
     try:
         parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)
     except ManifestError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    for error in parsed.errors:
-        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
     if not parsed.rows and not parsed.errors:
         err_console.print(f"[red]error:[/red] {manifest}: no rows (expected {'JSON objects' if manifest.suffix in ('.jsonl', '.json') else 'utt|prompt_text|prompt_wav|text lines'})")
         raise typer.Exit(EXIT_USAGE)
+    parsed = parsed.limited(limit)  # rows (and bad rows) after the --limit cut are not part of this run
+    for error in parsed.errors:
+        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
     try:
         lock = OutputLock(out)
     except (OutputBusy, OSError) as exc:
@@ -75,7 +105,7 @@ def synth(
         err_console.print(f"[red]error:[/red] cannot read earlier results in {out}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     if plan.done or plan.failed_before or plan.changed:
-        console.print(
+        note(
             f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
             f"{' (not retried; use --retry-failed)' if plan.failed_before else ''}, "
             f"{len(plan.changed)} changed in the manifest, {len(plan.todo)} to do"
@@ -86,24 +116,31 @@ def synth(
     session = _Session(parsed, out, resolved, limit, retainer)
     with lock, session.signals():
         try:
+            tidy_out_dir(out)  # even with nothing to do: a torn last line left by a crash is cut off
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
-            session.phase = "done"
-            summary = session.write_summary()
-        except OSError as exc:  # OUT itself became unwritable (disk full, removed): nothing more can be recorded
-            err_console.print(f"[red]error:[/red] cannot write to {out}: {exc}")
-            raise typer.Exit(EXIT_SOME_FAILED) from None
+        except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
+            session.output_error = f"cannot write to {out}: {exc}"
+        session.phase = Phase.DONE
+        summary = session.write_summary()
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")
+    if session.output_error:
+        err_console.print(f"[red]error:[/red] {session.output_error}", highlight=False)
+        err_console.print(
+            f"stopped: {summary.num_pending} utterance(s) left pending (not failed); "
+            "free space or fix the folder, then run the same command again to finish them", highlight=False
+        )
+        raise typer.Exit(EXIT_OUTPUT_IO)
     if session.interrupted:
         err_console.print("[yellow]interrupted[/yellow]: finished work is kept; run the same command again to resume")
         raise typer.Exit(EXIT_INTERRUPTED)
     if session.engine_error:
         err_console.print(f"[red]engine error:[/red] {session.engine_error}")
-        if summary["this_run"]["left_pending"]:
+        if summary.this_run.left_pending:
             err_console.print("unfinished utterances are left pending: run the same command again to resume")
         raise typer.Exit(EXIT_ENGINE)
-    failed = summary["num_failed"] or summary["num_invalid_rows"]
+    failed = summary.num_failed or summary.num_invalid_rows
     raise typer.Exit(EXIT_SOME_FAILED if failed else EXIT_OK)
 
 
@@ -127,6 +164,7 @@ class _Session(EngineRunInterrupts):
         self.retainer = retainer
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.engine_error: str | None = None
+        self.output_error: str | None = None  # OUT could not be written: the run stopped
         self.run_obj = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -134,8 +172,8 @@ class _Session(EngineRunInterrupts):
     def request_stop(self, sig) -> bool:
         if self._loop is None or self.run_obj is None:
             return False
+        self._loop.call_soon_threadsafe(self.run_obj.stop.set)  # first: the message may not get out (a closed terminal)
         err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
-        self._loop.call_soon_threadsafe(self.run_obj.stop.set)
         return True
 
     def save_partial(self) -> None:
@@ -152,47 +190,45 @@ class _Session(EngineRunInterrupts):
         self._loop = asyncio.get_running_loop()
         engine = None
         try:
-            with console.status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
+            with status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
                 try:
                     engine = await Engine.start(self.resolved)
                 except EngineError as exc:
                     self.engine_error = str(exc)
                     return
-            console.print(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
-            with _progress() as progress:
-                task = progress.add_task("synth", total=len(rows), failed=0, rate=0.0)
-                totals = {"audio": 0.0, "failed": 0}
+            note(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
+            with RequestProgress(err_console, rate=True) as progress:
+                progress.start("synth", len(rows))
 
                 def on_result(result) -> None:
-                    totals["audio"] += result.audio_seconds
-                    totals["failed"] += result.status != "ok"
                     if result.status != "ok":
                         where = f"{self.manifest.path}:{result.line}"
                         reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
-                        progress.console.print(f"[red]failed[/red] {where} {result.utt}: {reason}", highlight=False)
+                        progress.note(f"[red]failed[/red] {where} {result.utt}: {reason}")
                     if result.retention_error:
-                        progress.console.print(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}", highlight=False)
-                    elapsed = progress.tasks[0].elapsed or 1e-9
-                    progress.update(task, advance=1, failed=totals["failed"], rate=totals["audio"] / elapsed)
+                        progress.note(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}")
+                    progress.done(failed=result.status != "ok", audio_seconds=result.audio_seconds)
 
-                self.run_obj = SynthRun(engine, self.out, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
-                self.phase = "running"
+                self.run_obj = SynthRun(engine, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
+                self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
                     self.run_obj.stop.set()
                 await self.run_obj.run(rows)
             self.engine_error = self.run_obj.engine_error
         finally:
-            self.phase = "closing"
+            self.phase = Phase.CLOSING
             if engine is not None:
                 await engine.close()
 
-    def write_summary(self, locked: bool = False) -> dict:
-        from omnicli.synthesis import build_summary, write_summary
+    def write_summary(self, locked: bool = False) -> SynthSummary:
+        from omnicli.synthesis import SUMMARY, build_synth_summary, write_summary
 
         if not locked:
             with self.save_lock:
                 return self.write_summary(locked=True)
-        summary = build_summary(
+        if self.run_obj is not None and self.output_error is None:
+            self.output_error = getattr(self.run_obj, "output_error", None)
+        summary = build_synth_summary(
             self.manifest,
             self.out,
             self.run_obj,
@@ -200,37 +236,34 @@ class _Session(EngineRunInterrupts):
             limit=self.limit,
             interrupted=self.interrupted,
             engine_error=self.engine_error,
+            output_error=self.output_error,
             retainer=self.retainer,
             started_at=self.started_at,
         )
-        self.out.mkdir(parents=True, exist_ok=True)
-        write_summary(self.out, summary)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            write_summary(self.out, summary)
+        except OSError as exc:
+            # An old summary.json would contradict results.jsonl: better none (a re-run rebuilds it).
+            with contextlib.suppress(OSError):
+                (self.out / SUMMARY).unlink(missing_ok=True)
+            self.output_error = self.output_error or f"cannot write to {self.out}: {exc}"
+            summary.output_error = self.output_error
         return summary
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[red]{task.fields[failed]} failed"),
-        TextColumn("{task.fields[rate]:.2f} audio-s/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-
-
-def _print_summary(summary: dict, out: Path) -> None:
-    table = Table(title=f"omni synth -> {out}", show_header=False)
-    run = summary["this_run"]
-    table.add_row("rows", str(summary["num_rows"]))
-    table.add_row("ok / failed / pending", f"{summary['num_ok']} / {summary['num_failed']} / {summary['num_pending']}")
-    table.add_row("invalid rows", str(summary["num_invalid_rows"]))
-    table.add_row("audio (all ok rows)", f"{summary['audio_seconds']:.2f} s")
-    table.add_row("this run", f"{run['attempted']} attempted in {run['wall_seconds']:.2f} s, {run['audio_throughput']:.2f} audio-s/s")
-    if summary.get("retention"):
-        table.add_row("retained", f"{summary['retention']['kept']} in {summary['retention']['dir']}")
-    table.add_row("profile", f"{summary['profile_name']} ({summary['profile_digest']})")
+def _print_summary(summary: SynthSummary, out: Path) -> None:
+    # The heading is a line of its own: a table title wraps at the table's width, cutting OUT's path.
+    console.print(Text(f"omni synth -> {out}"), highlight=False)
+    table = Table(show_header=False)
+    run = summary.this_run
+    table.add_row("rows", str(summary.num_rows))
+    table.add_row("ok / failed / pending", f"{summary.num_ok} / {summary.num_failed} / {summary.num_pending}")
+    table.add_row("invalid rows", str(summary.num_invalid_rows))
+    table.add_row("audio (all ok rows)", f"{summary.audio_seconds:.2f} s")
+    table.add_row("this run", f"{run.attempted} attempted in {run.wall_seconds:.2f} s, {run.audio_throughput:.2f} audio-s/s")
+    if summary.retention:
+        table.add_row("retained", f"{summary.retention.kept} in {summary.retention.dir}")
+    table.add_row("profile", f"{summary.profile_name} ({summary.profile_digest})")
     console.print(table)
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")

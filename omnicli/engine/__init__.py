@@ -1,6 +1,17 @@
-"""The multi-stage TTS engine (stage 0 talker on vLLM, stage 1 streaming codec)."""
+"""The multi-stage TTS engine (stage 0 talker on vLLM, stage 1 streaming codec).
 
-from omnicli.engine.engine import Engine
-from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+`Engine` is imported on first use: it pulls in torch and vLLM, which a
+caller that only needs the request and result types should not pay for.
+"""
 
-__all__ = ["AudioChunk", "Engine", "EngineError", "EngineStats", "RequestFailed", "RequestInfo", "TTSRequest"]
+from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineLike, EngineStats, RequestFailed, RequestInfo, TTSRequest
+
+__all__ = ["AudioChunk", "Engine", "EngineDead", "EngineError", "EngineLike", "EngineStats", "RequestFailed", "RequestInfo", "TTSRequest"]
+
+
+def __getattr__(name: str):
+    if name == "Engine":
+        from omnicli.engine.engine import Engine
+
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,22 +11,26 @@ terminal message, which carries no codes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from omnicli.profile.schema import CodecStageConfig
+
 
 class Chunker:
+    """Takes sizes the profile schema has validated (all >= 1, a non-empty ramp); it does not re-check them."""
+
     def __init__(self, num_codebooks: int, initial_frames: int, chunk_frames: int, ramp: Sequence[int] | None = None):
-        if initial_frames < 1:
-            raise ValueError(f"codec.initial_codec_chunk_frames must be >= 1, got {initial_frames}")
-        if chunk_frames < 1:
-            raise ValueError(f"codec.codec_chunk_frames must be >= 1, got {chunk_frames}")
-        if ramp is not None and (len(ramp) == 0 or min(ramp) < 1):
-            raise ValueError(f"codec.codec_chunk_ramp must be a non-empty list of sizes >= 1, got {list(ramp)}")
         self._sizes = list(ramp) if ramp else [initial_frames]
         self._steady = chunk_frames
         self._buf = np.zeros((0, num_codebooks), dtype=np.int64)
         self.chunks_emitted = 0
+
+    @classmethod
+    def from_config(cls, num_codebooks: int, cfg: CodecStageConfig) -> Chunker:
+        return cls(num_codebooks, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
 
     @property
     def max_chunk_frames(self) -> int:

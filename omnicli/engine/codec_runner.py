@@ -60,8 +60,6 @@ class CodecRunner:
             )
         if num_slots < 1 or max_chunk_frames < 1:
             raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
-        if capture_sizes and (min(capture_sizes) < 1 or list(capture_sizes) != sorted(set(capture_sizes))):
-            raise ValueError(f"codec.capture_sizes must be positive, ascending and unique, got {list(capture_sizes)}")
         self.decoder = decoder
         self.backend = backend
         self.num_slots = num_slots
@@ -98,11 +96,12 @@ class CodecRunner:
         return self.capture_sizes[bisect.bisect_left(self.capture_sizes, rows)]
 
     @torch.no_grad()
-    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0) -> list[np.ndarray]:
+    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
         """Decodes one chunk (frames, K) per slot; returns PCM per chunk (float32; float64 for a float64 decoder).
 
         `pad_to_frames` pads the step's frame dimension (a padded tail); the
         padding is computed and discarded, like capture-size padding rows.
+        `last` (which chunks end their request) matters to windowed runners only.
         """
         lengths = [len(c) for c in chunks]
         self._check_step(slots, lengths)

@@ -7,6 +7,9 @@ no threads and no tensors, so every rule is unit-testable:
   chunk and keeps it until it ends (last chunk delivered, error or cancel).
   With no free slot a new request simply waits. Free slots are handed out
   lowest first, which keeps active slots contiguous for the `slot` backend.
+  Every slot freed since the last plan travels in the next plan
+  (`freed_slots`, as vLLM's scheduler output carries finished request ids):
+  the stage resets their state before it runs the plan's step.
 - In flight: a dispatched chunk is in flight until the stage reports it
   delivered (`complete`); meanwhile its request gets no other chunk, no
   rejection and no slot release, so audio reaches the client in order.
@@ -25,13 +28,16 @@ no threads and no tensors, so every rule is unit-testable:
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from omnicli.profile.schema import CodecStageConfig
 
 
 @dataclass
@@ -68,6 +74,7 @@ class Retired:
 class StepPlan:
     rows: list[Row] = field(default_factory=list)
     retired: list[Retired] = field(default_factory=list)  # deliver before waiting
+    freed_slots: list[int] = field(default_factory=list)  # reset these before running `rows` (they may be reused there)
     wait_s: float | None = None  # no rows: seconds until the coalescing window closes (None: nothing to wait for)
 
 
@@ -83,18 +90,24 @@ class _Request:
 
 
 class CodecScheduler:
+    """Takes settings the profile schema has validated (`CodecStageConfig`); it does not re-check them."""
+
     def __init__(self, num_slots: int, budget_frames: int, min_batch: int = 1, max_wait_ms: float = 0.0):
-        check_settings(num_slots, budget_frames, min_batch, max_wait_ms)
         self.num_slots = num_slots
         self.budget = budget_frames
         self.min_batch = min_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self._requests: dict[str, _Request] = {}
         self._free = list(range(num_slots))  # a heap: the lowest free slot first
+        self._freed: list[int] = []  # released since the last plan; their state is not reset yet
         self._window_start: float | None = None  # first waiting arrival of the open window
         self._window_opened: float | None = None
         self.coalescing_waits = 0  # windows opened
         self.coalescing_wait_s = 0.0  # time from a window's opening to its dispatch
+
+    @classmethod
+    def from_config(cls, cfg: CodecStageConfig) -> CodecScheduler:
+        return cls(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
 
     # -- events ------------------------------------------------------------
     def open(self, request_id: str) -> None:
@@ -116,8 +129,8 @@ class CodecScheduler:
         return True
 
     def cancel(self, request_id: str) -> int | None:
-        """Ends a request (client gone, upstream error). Returns the slot to reset now, if any;
-        a request with a chunk in flight releases its slot on `complete` instead."""
+        """Ends a request (client gone, upstream error). Returns the slot it freed, if any (also in
+        the next plan's `freed_slots`); a request with a chunk in flight frees its slot on `complete`."""
         req = self._requests.get(request_id)
         if req is None:
             return None
@@ -129,7 +142,8 @@ class CodecScheduler:
 
     def complete(self, request_id: str, failed: bool = False) -> int | None:
         """The request's in-flight chunk was delivered (or its step failed). Returns the slot
-        freed when that ended the request (last chunk, cancelled meanwhile, or failed)."""
+        freed when that ended the request (last chunk, cancelled meanwhile, or failed); the
+        next plan's `freed_slots` carries it too."""
         req = self._requests.get(request_id)
         if req is None:
             return None
@@ -141,6 +155,7 @@ class CodecScheduler:
     # -- the decision --------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan(retired=self._retire())
+        plan.freed_slots, self._freed = self._freed, []
         runnable, could_join = self._candidates()
         if not runnable:
             self._close_window(now)
@@ -221,6 +236,7 @@ class CodecScheduler:
         del self._requests[req.request_id]
         if req.slot is not None:
             heapq.heappush(self._free, req.slot)
+            self._freed.append(req.slot)
         return req.slot
 
     # -- introspection -------------------------------------------------------
@@ -245,22 +261,3 @@ class CodecScheduler:
         """Frames of each chunk a request has waiting (for tests and diagnostics)."""
         req = self._requests.get(request_id)
         return [c.frames for c in req.ready] if req else []
-
-
-def check_settings(num_slots: int, budget_frames: int, min_batch: int, max_wait_ms: float) -> None:
-    """Rejects settings the scheduler cannot honour, naming the profile key."""
-    if not _is_int(num_slots) or num_slots < 1:
-        raise ValueError(f"codec.max_num_seqs must be an integer >= 1, got {num_slots!r}")
-    if not _is_int(budget_frames) or budget_frames < 1:
-        raise ValueError(f"codec.max_num_batched_tokens must be an integer >= 1 (frames per step), got {budget_frames!r}")
-    if not _is_int(min_batch) or not 1 <= min_batch <= num_slots:
-        raise ValueError(
-            f"codec.generation_min_batch_size must be an integer from 1 to codec.max_num_seqs ({num_slots}): "
-            f"the coalescing target cannot exceed the request slots; got {min_batch!r}"
-        )
-    if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, (int, float)) or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
-        raise ValueError(f"codec.generation_max_wait_ms must be a finite number of milliseconds >= 0, got {max_wait_ms!r}")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

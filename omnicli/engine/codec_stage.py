@@ -2,11 +2,13 @@
 
 The engine posts events (request opened, chunk ready, request cancelled)
 into a thread-safe inbox; each cycle of the loop applies every waiting
-event to the `CodecScheduler`, retires what needs no compute (bare
-terminals, oversized chunks), runs the planned step on the `CodecRunner`
-and hands PCM back through `deliver(request_id, pcm, is_last, error)`,
-which the engine makes thread-safe for its event loop. Then it waits as
-the coalescing policy says:
+event to the `CodecScheduler`, resets the slots the plan says were freed,
+retires what needs no compute (bare terminals, oversized chunks), runs the
+planned step on the `CodecRunner` and hands PCM back through
+`deliver(request_id, pcm, is_last, error)` (the engine's `OutputRouter`,
+thread-safe). A step that raises is re-run one row at a time, so only the
+request whose chunk causes the error fails. Then it waits as the
+coalescing policy says:
 
 - `fixed`: inside a coalescing window, sleeps in ticks of `poll_s` (1 ms)
   and re-evaluates after each tick (arrivals do not wake it); when idle,
@@ -23,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -30,10 +33,13 @@ import torch
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import Chunk, CodecScheduler, Row
 
+if TYPE_CHECKING:
+    from omnicli.profile.schema import CodecStageConfig
+
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, np.ndarray, bool, "str | None"], None]
-POLICIES = ("fixed", "idle_wait")
+Policy = Literal["fixed", "idle_wait"]
 FIXED_POLL_S = 0.001  # the `fixed` policy's polling period inside a window
 FIXED_IDLE_POLL_S = 0.05  # ... and when idle (an arrival wakes it anyway; this only bounds the wake-ups)
 
@@ -56,14 +62,12 @@ class CodecStage:
         scheduler: CodecScheduler,
         deliver: Deliver,
         *,
-        policy: str = "fixed",
+        policy: Policy = "fixed",
         threads: int = 1,
         pad_tail_frames: int = 0,
         clock: Callable[[], float] = time.perf_counter,
         poll_s: float = FIXED_POLL_S,
     ):
-        if policy not in POLICIES:
-            raise ValueError(f"codec.generation_coalescing_policy must be 'fixed' or 'idle_wait', got {policy!r}")
         self.runner = runner
         self.scheduler = scheduler
         self._deliver = deliver
@@ -80,8 +84,19 @@ class CodecStage:
         self.frames = 0
         self.compute_s = 0.0  # inside CodecRunner.execute
         self.busy_s = 0.0  # inside cycles that ran a step (compute plus scheduling, delivery, bookkeeping)
-        self.last_progress = clock()
         self.failure: BaseException | None = None
+
+    @classmethod
+    def from_config(cls, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig) -> CodecStage:
+        """The stage as the profile's codec section sets it up (validated there, not here)."""
+        return cls(
+            runner,
+            scheduler,
+            deliver,
+            policy=cfg.generation_coalescing_policy,
+            threads=cfg.threads,
+            pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
+        )
 
     # -- called from the engine's thread ----------------------------------
     def start(self) -> None:
@@ -122,8 +137,9 @@ class CodecStage:
             return Wait(0.0, False)
         t0 = self._clock()
         plan = self.scheduler.schedule(t0)
+        for slot in plan.freed_slots:  # before the step: it may hand them to new requests
+            self.runner.reset_slot(slot)
         for r in plan.retired:
-            self._reset(r.slot)
             self._deliver(r.request_id, _NO_AUDIO, True, r.error)
         if plan.rows:
             self._execute(plan.rows)
@@ -162,28 +178,41 @@ class CodecStage:
         elif kind == _CHUNK:
             self.scheduler.add_chunk(payload)  # stale chunks of ended requests are dropped
         elif kind == _CANCEL:
-            self._reset(self.scheduler.cancel(payload))
-
-    def _reset(self, slot: int | None) -> None:
-        if slot is not None:
-            self.runner.reset_slot(slot)
+            self.scheduler.cancel(payload)  # a freed slot is reset when the next plan names it
 
     def _execute(self, rows: list[Row]) -> None:
+        try:
+            self._run_step(rows)
+        except Exception as exc:
+            if len(rows) == 1:
+                self._fail(rows[0], exc)
+                return
+            # Find the culprit: re-run the rows one at a time. A failed step
+            # advanced no slot (ring runner: its partial ring writes are
+            # rewritten with the same positions by the re-run; windowed runner:
+            # it commits slot state only after the whole step succeeded), so
+            # the others lose nothing.
+            log.warning("codec step of %d rows failed (%s: %s); re-running its rows one at a time", len(rows), type(exc).__name__, exc)
+            for row in rows:
+                try:
+                    self._run_step([row])
+                except Exception as row_exc:
+                    self._fail(row, row_exc)
+
+    def _run_step(self, rows: list[Row]) -> None:
         pad = self._pad_tail_frames if any(r.chunk.is_last for r in rows) else 0
         t0 = self._clock()
-        try:
-            out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad)
-        except Exception as exc:  # one bad step fails its own requests only
-            log.exception("codec step failed")
-            for r in rows:
-                self._reset(self.scheduler.complete(r.request_id, failed=True))
-                self._deliver(r.request_id, _NO_AUDIO, True, f"codec step failed: {type(exc).__name__}: {exc}")
-            return
+        out = self.runner.execute([r.slot for r in rows], [r.chunk.codes for r in rows], pad_to_frames=pad,
+                                  last=[r.chunk.is_last for r in rows])
         self.compute_s += self._clock() - t0
         self.steps += 1
         self.rows += len(rows)
         self.frames += sum(r.chunk.frames for r in rows)
-        self.last_progress = self._clock()
         for r, pcm in zip(rows, out):
             self._deliver(r.request_id, pcm.astype(np.float32, copy=False), r.chunk.is_last, None)
-            self._reset(self.scheduler.complete(r.request_id))
+            self.scheduler.complete(r.request_id)
+
+    def _fail(self, row: Row, exc: Exception) -> None:
+        log.error("codec step failed for request %s: %s: %s", row.request_id, type(exc).__name__, exc)
+        self.scheduler.complete(row.request_id, failed=True)
+        self._deliver(row.request_id, _NO_AUDIO, True, f"codec step failed: {type(exc).__name__}: {exc}")

@@ -6,14 +6,20 @@
     await engine.close()
 
 One asyncio task per request pumps talker tokens through its Chunker into
-the codec stage; the codec thread hands PCM back into a per-request queue,
-which `generate` turns into AudioChunks. Nothing outside this package
-touches the stages.
+the codec stage; the codec thread hands PCM back through the
+`OutputRouter` into a per-request queue of typed values, which `generate`
+turns into AudioChunks, `RequestFailed` (this request only) or
+`EngineDead` (the engine as a whole). The engine classifies every failure
+itself: callers never need `fault()`, a pure query. One watchdog task
+declares the engine dead when a stage dies or no request in flight got
+output for `stage_timeout_s`. Nothing outside this package touches the
+stages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -26,18 +32,47 @@ from omnicli.engine.chunker import Chunker
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
+from omnicli.engine.memory import check_kv_cache_fits
 from omnicli.engine.models import load_model
+from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
-from omnicli.engine.request import AudioChunk, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
+from omnicli.engine.windowed import WindowChunker, WindowedRunner
 
 log = logging.getLogger(__name__)
 
-_HEALTH_CHECK_S = 0.5  # how often a waiting request checks that both stages are alive
+WATCHDOG_PERIOD_S = 0.5  # how often the watchdog checks that both stages are alive and making progress
+
+
+def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
+    """Ring-cache runner for streaming-transformer codecs; windowed runner for stateless ones (SNAC, NeuCodec)."""
+    if adapter.windowed:
+        return WindowedRunner(adapter.codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
+    return CodecRunner(
+        adapter.codec.decoder,
+        cfg.max_num_seqs,
+        max_chunk_frames=max_chunk_frames,
+        ring_headroom=cfg.codec_ring_headroom,
+        contexts=cfg.layer_contexts,
+        backend=cfg.codec_attention_backend,
+        capture_sizes=cfg.capture_sizes,
+        device=device,
+    )
+
+
+def _chunker(adapter, cfg) -> Chunker:
+    """Windowed families' chunks carry their codec's look-ahead frames."""
+    if adapter.windowed:
+        return WindowChunker(adapter.num_codebooks, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp,
+                             lookahead=adapter.codec.lookahead)
+    return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
 class Engine:
-    def __init__(self, resolved, adapter, talker: Talker, codec: CodecStage, refs: ReferenceCache, pool: ThreadPoolExecutor):
+    def __init__(
+        self, resolved, adapter, talker: Talker, codec: CodecStage, refs: ReferenceCache, pool: ThreadPoolExecutor, outputs: OutputRouter
+    ):
         self.resolved = resolved
         self.profile = resolved.profile
         self.adapter = adapter
@@ -46,12 +81,12 @@ class Engine:
         self.refs = refs
         self._pool = pool
         self._loop = asyncio.get_running_loop()
-        self._outputs: dict[str, asyncio.Queue] = {}
+        self._outputs = outputs
         self._encoding: dict[str, asyncio.Future] = {}  # reference key -> encoding in progress
         self._ids = itertools.count()
         self._closed = False
-        self._last_delivery = time.perf_counter()  # any request's output; see fault()
-        self._failure: str | None = None  # sticky; see fault()
+        self._dead: str | None = None  # why the engine stopped serving; set once, by _die
+        self._watchdog: asyncio.Task | None = None
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
         self.model_name = adapter.name
@@ -60,45 +95,33 @@ class Engine:
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
-    async def start(cls, resolved) -> "Engine":
+    async def start(cls, resolved) -> Engine:
         """Builds every stage from a resolved profile; on failure nothing is left running."""
         t0 = time.perf_counter()
         profile = resolved.profile
         cfg = profile.codec
         device = "cuda" if resolved.platform == "cuda" else "cpu"
         loop = asyncio.get_running_loop()
+        check_kv_cache_fits(profile.talker.kv_cache_space_gb, resolved.platform)  # before loading anything
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="omni-ref-encoder")
         talker = codec = None
         try:
             seed = profile.model_options.get("seed")
-            adapter = await loop.run_in_executor(pool, lambda: load_model(profile.model, seed=seed, codec_dtype=cfg.dtype))
+            adapter = await loop.run_in_executor(pool, lambda: load_model(
+                profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
+                codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
-            runner = CodecRunner(
-                adapter.codec.decoder,
-                cfg.max_num_seqs,
-                max_chunk_frames=max(chunk_sizes),
-                ring_headroom=cfg.codec_ring_headroom,
-                contexts=cfg.layer_contexts,
-                backend=cfg.codec_attention_backend,
-                capture_sizes=cfg.capture_sizes,
-                device=device,
-            )
-            scheduler = CodecScheduler(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
-            refs = ReferenceCache(adapter.codec.encoder, adapter.sample_rate, adapter.max_ref_samples)
-            holder: list[Engine] = []
-            codec = CodecStage(
-                runner,
-                scheduler,
-                lambda *a: holder[0]._deliver_threadsafe(*a),
-                policy=cfg.generation_coalescing_policy,
-                threads=cfg.threads,
-                pad_tail_frames=cfg.codec_chunk_frames if cfg.codec_pad_tail else 0,
-            )
-            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), profile.talker, platform=resolved.platform, seed=profile.seed)
-            engine = cls(resolved, adapter, talker, codec, refs, pool)
-            holder.append(engine)
+            runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
+            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
+            outputs = OutputRouter(loop)
+            codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
+            talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
+            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
+                                        seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
+            engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
             codec.start()
+            engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
         except BaseException as exc:
             if talker is not None:
                 talker.shutdown()
@@ -115,13 +138,16 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        for q in self._outputs.values():
-            q.put_nowait((np.zeros(0, np.float32), True, "engine closed"))
+        self._die("engine is closed")
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
         self.codec.close()
         self.talker.shutdown()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def __aenter__(self) -> "Engine":
+    async def __aenter__(self) -> Engine:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -129,9 +155,9 @@ class Engine:
 
     # -- requests --------------------------------------------------------------
     async def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]:
-        """Streams one request's audio; raises RequestFailed after any delivered audio."""
-        if self._closed:
-            raise EngineError("engine is closed")
+        """Streams one request's audio; raises RequestFailed (this request) or EngineDead (all of them)."""
+        if self._dead is not None:
+            raise EngineDead(self._dead)
         info = RequestInfo(submitted_at=time.perf_counter())
         rid = f"{request.request_id}#{next(self._ids)}"  # unique even when a caller repeats ids
         if (problem := self.adapter.check_text(request.text)) is not None:
@@ -140,29 +166,30 @@ class Engine:
         prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes)
         target = self.adapter.target_tokens(request.text)
         cap = request.max_new_tokens or self.profile.talker.max_new_tokens
+        limit = self.profile.talker.max_model_len
+        if target is None:  # a stop token ends it; the cap (or what the context leaves) may cut it first
+            target = max(1, limit - len(prompt))
         max_tokens = min(target, cap)
         info.finish_reason = "length" if cap < target else "stop"
         info.prompt_tokens = len(prompt)
-        limit = self.profile.talker.max_model_len
         if len(prompt) + max_tokens > limit:
             raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
 
-        outputs: asyncio.Queue = asyncio.Queue()
-        if not self._outputs:  # the engine-wide stall clock starts with the first request in flight
-            self._last_delivery = time.perf_counter()
-        self._outputs[rid] = outputs
+        if self._dead is not None:  # it died while this request encoded its reference
+            raise EngineDead(self._dead)
+        outputs = self._outputs.open(rid)  # from here on, a death reaches this request through its queue
         self.codec.open(rid)
         pump = asyncio.create_task(self._pump(rid, prompt, max_tokens, request.seed, info))
         try:
-            async for chunk in self._drain(request.request_id, rid, outputs, info):
+            async for chunk in self._drain(request.request_id, outputs, info):
                 yield chunk
         finally:
             pump.cancel()
-            self._outputs.pop(rid, None)
+            self._outputs.close(rid)
             self.codec.cancel(rid)  # frees the slot if the request did not finish cleanly
 
     async def _reference_codes(self, request: TTSRequest, info: RequestInfo) -> np.ndarray | None:
-        if request.ref_audio is None:
+        if request.ref_audio is None or not self.adapter.uses_reference:
             return None
         if not request.ref_sample_rate:
             raise RequestFailed(request.request_id, "reference audio given without its sample rate", info)
@@ -191,16 +218,16 @@ class Engine:
 
     async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
-        cfg = self.profile.codec
         k = self.adapter.num_codebooks
-        chunker = Chunker(k, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp)
+        chunker = _chunker(self.adapter, self.profile.codec)
+        by_stop_token = bool(self.adapter.stop_token_ids())
         pending: list[int] = []
         finish: str | None = None
         try:
             async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
                 finish = delta.finish_reason if delta.finished else finish
                 info.talker_tokens += len(delta.token_ids)
-                pending.extend(delta.token_ids)
+                pending.extend(self.adapter.keep_tokens(delta.token_ids))
                 whole = len(pending) // k * k
                 if whole:
                     frames = self.adapter.tokens_to_codes(np.asarray(pending[:whole]))
@@ -210,64 +237,72 @@ class Engine:
                         self.codec.submit(rid, chunk, False)
             if finish not in ("length", "stop"):  # cut short: its audio is truncated, not finished
                 if finish == "abort":  # we never abort a request whose pump runs: vLLM is shutting down
-                    self._failure = self._failure or "the talker (vLLM engine core) aborted its requests: it is shutting down"
+                    self._die("the talker (vLLM engine core) aborted its requests: it is shutting down")
+                    return
                 reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
-                self._deliver(rid, np.zeros(0, np.float32), True, reason)
+                self._outputs.put(rid, Failed(reason))
                 return
+            if by_stop_token:  # the talker says whether the stop token or the cap ended it
+                info.finish_reason = finish
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the talker failed this request: end it with one error
-            self._deliver(rid, np.zeros(0, np.float32), True, f"talker failed: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            if self.talker.errored():  # its engine core died: every request goes with it
+                self._die(f"talker (vLLM engine core) died: {type(exc).__name__}: {exc}")
+            else:  # the talker failed this request only
+                self._outputs.put(rid, Failed(f"talker failed: {type(exc).__name__}: {exc}"))
 
-    async def _drain(self, request_id: str, rid: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
+    async def _drain(self, request_id: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
         while True:
-            try:
-                pcm, is_last, error = await asyncio.wait_for(outputs.get(), _HEALTH_CHECK_S)
-            except asyncio.TimeoutError:
-                # No per-request idle limit: under heavy load a request may
-                # legitimately wait long behind others; only an engine-wide
-                # stall (no output to anyone) counts as a hung stage.
-                if problem := self.fault():
-                    raise RequestFailed(request_id, problem, info) from None
-                continue
-            if error is not None:
-                if len(pcm):
-                    yield AudioChunk(pcm, False, time.perf_counter())
-                raise RequestFailed(request_id, error, info)
-            if len(pcm) or is_last:
-                yield AudioChunk(pcm, is_last, time.perf_counter(), info if is_last else None)
-            if is_last:
+            value = await outputs.get()
+            if isinstance(value, Dead):
+                raise EngineDead(value.reason)
+            if isinstance(value, Failed):
+                raise RequestFailed(request_id, value.reason, info)
+            if len(value.pcm) or value.last:
+                yield AudioChunk(value.pcm, value.last, time.perf_counter(), info if value.last else None)
+            if value.last:
                 return
 
+    # -- failures ----------------------------------------------------------------
     def fault(self) -> str | None:
-        """Why the engine as a whole can serve no more requests, or None while it can.
+        """Why the engine as a whole can serve no more requests, or None while it can (a pure query)."""
+        return self._dead or self._stage_down()
 
-        A stage that died, or no output to any request in flight for
-        `stage_timeout_s` (a hung stage). Callers use it to tell an engine
-        failure from a failure of one request.
-        """
-        if self._closed:
-            return "engine is closed"
+    def _stage_down(self) -> str | None:
         if not self.codec.alive:
             return f"codec stage stopped: {self.codec.failure!r}"
         if self.talker.errored():
             return "talker (vLLM engine core) died"
-        stalled = time.perf_counter() - self._last_delivery
-        if self._failure is None and self._outputs and stalled > self.profile.stage_timeout_s:
-            # Sticky: a hung stage does not come back, and its requests are gone once failed.
-            self._failure = f"no request got output for {stalled:.0f}s (stage_timeout_s={self.profile.stage_timeout_s:g}): the engine stopped responding"
-        return self._failure
+        return None
 
-    def _deliver(self, rid: str, pcm: np.ndarray, is_last: bool, error: str | None) -> None:
-        self._last_delivery = time.perf_counter()
-        q = self._outputs.get(rid)
-        if q is not None:
-            q.put_nowait((pcm, is_last, error))
+    def _stalled(self) -> str | None:
+        """No request in flight got output for `stage_timeout_s`: a hung stage.
 
-    def _deliver_threadsafe(self, rid: str, pcm: np.ndarray, is_last: bool, error: str | None) -> None:
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._deliver, rid, pcm, is_last, error)
+        Not a per-request limit: under heavy load one request may wait long
+        behind others, which is load, not a hang.
+        """
+        limit = self.profile.stage_timeout_s
+        idle = time.perf_counter() - self._outputs.last_delivery
+        if len(self._outputs) and idle > limit:
+            return f"no request got output for {idle:.0f}s (stage_timeout_s={limit:g}): the engine stopped responding"
+        return None
+
+    async def _watch(self) -> None:
+        """The one watchdog: declares the engine dead when a stage died or hung."""
+        while True:  # until close() cancels it
+            await asyncio.sleep(WATCHDOG_PERIOD_S)
+            if self._dead is None and (reason := self._stage_down() or self._stalled()):
+                self._die(reason)
+
+    def _die(self, reason: str) -> None:
+        """The engine stops serving (for good): every request in flight and every later one gets EngineDead."""
+        if self._dead is None:
+            self._dead = reason
+            if not self._closed:
+                log.warning("engine stopped: %s", reason)
+        self._outputs.put_all(Dead(self._dead))
 
     # -- figures -----------------------------------------------------------------
     def stats(self) -> EngineStats:

@@ -3,14 +3,17 @@
 These types are the whole contract between the toolkit and the engine:
 the toolkit builds `TTSRequest`s, iterates `AudioChunk`s and reads the
 `RequestInfo` carried by the last chunk. A failed request raises
-`RequestFailed` after yielding whatever audio was already delivered.
+`RequestFailed` after yielding whatever audio was already delivered; the
+other requests go on. `EngineDead` says the engine as a whole stopped
+(a stage died or hung, or it was closed): nothing more will come from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -83,6 +86,19 @@ class EngineError(RuntimeError):
     """The engine cannot start or has stopped working; no request can proceed."""
 
 
+class EngineDead(EngineError):
+    """The engine stopped while serving (a stage died or hung, or it was closed).
+
+    Raised by `generate` for every request in flight and every later one;
+    `reason` says why. A caller that gets it stops submitting: unlike
+    `RequestFailed`, it is not the fault of the request it was raised for.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class EngineStats:
     """Counters the stages keep for benchmarks (monotonic; diff two snapshots)."""
@@ -99,7 +115,7 @@ class EngineStats:
     ref_cold: int = 0
     extra: dict = field(default_factory=dict)
 
-    def minus(self, earlier: "EngineStats") -> "EngineStats":
+    def minus(self, earlier: EngineStats) -> EngineStats:
         out = EngineStats()
         for f in dataclasses.fields(self):
             if f.name != "extra":
@@ -111,3 +127,19 @@ class EngineStats:
         d["mean_codec_batch_size"] = self.codec_rows / self.codec_steps if self.codec_steps else 0.0
         d["talker_tokens_per_s"] = self.talker_tokens / self.talker_time_s if self.talker_time_s else 0.0
         return d
+
+
+class EngineLike(Protocol):
+    """What the toolkit needs from an engine: `Engine` is one; unit tests use small fakes.
+
+    `generate` yields AudioChunks and raises `RequestFailed` (that request)
+    or `EngineDead` (all of them); `stats` returns monotonic counters.
+    """
+
+    sample_rate: int
+
+    def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]: ...
+
+    def stats(self) -> EngineStats: ...
+
+    async def close(self) -> None: ...

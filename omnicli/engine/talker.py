@@ -16,12 +16,9 @@ from dataclasses import dataclass
 
 from omnicli.engine.request import EngineError
 from omnicli.orphans import OrphanGuard
+from omnicli.quiet import quiet_vllm
 
 log = logging.getLogger(__name__)
-
-# vLLM's own INFO/WARNING lines (set at its import, in this process and the
-# engine core) drown a CLI's output; users can still ask for them.
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 GiB = 1 << 30
 SHUTDOWN_TIMEOUT_S = 2.0  # vLLM waits this long for its engine core to exit, then kills it
@@ -77,9 +74,10 @@ def _make_async_llm(args, platform: str):
 
 
 class Talker:
-    def __init__(self, llm, allowed_token_ids: list[int], cfg):
+    def __init__(self, llm, allowed_token_ids: list[int], cfg, stop_token_ids: list[int] | None = None):
         self._llm = llm
         self._allowed = allowed_token_ids
+        self._stop = list(stop_token_ids or [])
         self._cfg = cfg
         self.tokens_generated = 0
         self._in_flight = 0
@@ -88,8 +86,10 @@ class Talker:
         self._guard: OrphanGuard | None = None
 
     @classmethod
-    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int) -> "Talker":
+    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int,
+                    stop_token_ids: list[int] | None = None) -> Talker:
         """Starts vLLM's engine for `model_path` with the profile's talker section `cfg`."""
+        quiet_vllm()  # before vLLM's first import
         from vllm.engine.arg_utils import AsyncEngineArgs
 
         kwargs = dict(
@@ -141,7 +141,7 @@ class Talker:
                 " (vLLM's log above names the cause)"
             ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
-        talker = cls(llm, allowed_token_ids, cfg)
+        talker = cls(llm, allowed_token_ids, cfg, stop_token_ids)
         talker._guard = guard
         return talker
 
@@ -158,7 +158,9 @@ class Talker:
             repetition_penalty=cfg.repetition_penalty,
             seed=seed,
             allowed_token_ids=self._allowed,
-            ignore_eos=True,  # the stop rule is the token budget (see the model adapter)
+            # The config's eos never stops us: the family's stop tokens do, or the token budget (see the model adapter).
+            ignore_eos=True,
+            stop_token_ids=self._stop or None,
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
         )
@@ -200,7 +202,7 @@ class Talker:
             llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
         # AsyncLLM.__del__ calls shutdown() again, which fails noisily when it
         # runs during interpreter teardown; it has nothing left to do.
-        llm.shutdown = lambda *args, **kwargs: None
+        llm.shutdown = lambda *_args, **_kwargs: None
         del llm
         gc.collect()
         if self._guard is not None:

@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
+from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
-# Status of one utterance. Only OK is scored.
+# Status of one utterance. OK and ASR_EMPTY are scored (an empty transcript is
+# WER 1.0, as seed-tts-eval scores it); the failures are not.
 OK = "ok"
 MISSING = "missing"  # no GEN/<utt>.wav (or, with --transcripts, no transcript)
 EMPTY_AUDIO = "empty_audio"  # the wav holds no samples
 UNREADABLE = "unreadable"  # the wav cannot be decoded
 ASR_ERROR = "asr_error"  # the ASR backend raised on this clip
-ASR_EMPTY = "asr_empty"  # the transcript has no words after normalisation
+ASR_EMPTY = "asr_empty"  # the transcript has no words after normalisation: scored as WER 1.0
 EMPTY_REFERENCE = "empty_reference"  # the manifest text has no words after normalisation
-FAILED_STATUSES = (EMPTY_AUDIO, UNREADABLE, ASR_ERROR, ASR_EMPTY, EMPTY_REFERENCE)
+SCORED_STATUSES = (OK, ASR_EMPTY)
+FAILED_STATUSES = (EMPTY_AUDIO, UNREADABLE, ASR_ERROR, EMPTY_REFERENCE)
 # Rows with these statuses never got a transcript (hyp is null / empty in the TSV).
 NO_TRANSCRIPT_STATUSES = (MISSING, EMPTY_AUDIO, UNREADABLE, ASR_ERROR)
 
 RESULTS_TSV = "wer_results.tsv"
+# seed-tts-eval's score file (cal_wer.sh's `wav_res_ref_text.wer`), read by its average_wer.py.
+SEED_WER_FILE = "wav_res_ref_text.wer"
 RESULTS_JSONL = "wer_results.jsonl"
 SUMMARY_JSON = "wer_summary.json"
 
@@ -61,7 +66,7 @@ class UttResult:
 
     @property
     def scored(self) -> bool:
-        return self.status == OK
+        return self.status in SCORED_STATUSES
 
     @property
     def failed(self) -> bool:
@@ -91,16 +96,48 @@ def _tsv_cell(value) -> str:
     return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
 
 
-def write_results(out_dir: str | os.PathLike, results: Iterable[UttResult], summary: dict) -> dict[str, Path]:
-    """Writes wer_results.tsv, wer_results.jsonl and wer_summary.json atomically."""
+def _seed_cell(text: str) -> str:
+    # average_wer.py splits each stripped line on tabs into exactly 7 fields.
+    return " ".join(text.replace("\t", " ").replace("\r", " ").replace("\n", " ").split())
+
+
+def seed_wer_lines(results: Iterable[UttResult], gen_dir: str | os.PathLike) -> str:
+    """seed-tts-eval's per-utterance score lines, one per scored utterance:
+    `wav_path<TAB>wer<TAB>ref<TAB>hyp<TAB>ins<TAB>del<TAB>sub` (ratios as
+    fractions, raw texts), then the `WER: X%` line average_wer.py appends.
+
+    Only scored utterances are listed: seed-tts-eval's run_wer.py skips missing
+    wavs (and stops on the other failures); empty transcripts are listed at
+    WER 1.0, so `WER:` equals `seed_wer_mean`.
+    """
+    scored = [r for r in results if r.scored]
+    body = "".join(
+        f"{Path(gen_dir) / (r.utt + '.wav')}\t{r.wer!r}\t{_seed_cell(r.ref)}\t{_seed_cell(r.hyp or '')}"
+        f"\t{r.ins!r}\t{r.dele!r}\t{r.sub!r}\n"
+        for r in scored
+    )
+    if scored:
+        body += f"WER: {round(sum(r.wer for r in scored) / len(scored) * 100, 3)}%\n"
+    return body
+
+
+def write_results(
+    out_dir: str | os.PathLike, results: Iterable[UttResult], summary: dict, gen_dir: str | os.PathLike | None = None
+) -> dict[str, Path]:
+    """Writes wer_results.tsv, wer_results.jsonl, wer_summary.json and
+    seed-tts-eval's wav_res_ref_text.wer atomically (wav paths under `gen_dir`,
+    default the summary's `gen_dir`)."""
     out = Path(out_dir)
+    results = list(results)
     rows = [r.to_dict() for r in results]
     tsv = "\t".join(TSV_COLUMNS) + "\n" + "".join(
         "\t".join(_tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
     )
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
     return {
         "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
         "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),
         "summary": write_json_atomic(out / SUMMARY_JSON, summary),
+        "seed_wer": write_text_atomic(out / SEED_WER_FILE, seed_wer_lines(results, gen_dir or summary.get("gen_dir") or ".")),
     }

@@ -1,4 +1,4 @@
-"""Evaluate a folder of generated speech against a manifest (METRICS.md, "WER").
+"""Evaluate a folder of generated speech against a manifest (docs/metrics.md, "WER").
 
 `evaluate` transcribes GEN/<utt>.wav for each manifest row (or takes cached
 transcripts), scores it, retains suspect ASR inputs and returns one
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import soundfile as sf
@@ -25,13 +25,13 @@ from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, WINDOW_SAMPLES, A
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import UttResult
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
-from omnicli.retention import ASR_EMPTY, ASR_MISMATCH, Retainer
+from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
 
 # What each summary figure is, so nobody mistakes an extra for the published number.
 KEY_NOTES = {
-    "seed_wer_mean": "mean per-utterance WER x 100: the number Seed-TTS-eval tables publish",
+    "seed_wer_mean": "mean per-utterance WER x 100, empty transcripts counted as 100%: the number Seed-TTS-eval tables publish",
     "wer_mean_below_50": "mean WER over utterances with WER <= 50% (computed by seed-tts-eval's average_wer.py, not published)",
     "sub": "mean substitution rate x 100 (computed by seed-tts-eval, not published)",
     "del": "mean deletion rate x 100 (computed by seed-tts-eval, not published)",
@@ -105,13 +105,14 @@ class _Evaluator:
         result.substitutions, result.deletions, result.insertions = score.substitutions, score.deletions, score.insertions
         result.ref_words, result.ref_norm, result.hyp_norm = score.ref_words, score.ref_norm, score.hyp_norm
         if not score.hyp_norm.split():
+            # Scored (WER 1.0 against a non-empty reference) as seed-tts-eval does, so
+            # silence cannot flatter seed_wer_mean; the status tells it apart.
             result.status = st.ASR_EMPTY
-            result.error = "empty transcript"
-            result.reasons = [ASR_EMPTY]
+            result.reasons = [Reason.ASR_EMPTY]
         else:
             result.status = st.OK
             if score.wer > self.threshold:
-                result.reasons = [ASR_MISMATCH]
+                result.reasons = [Reason.ASR_MISMATCH]
         if result.reasons and self.retainer is not None:
             self.retain(result, clip)
 
@@ -269,9 +270,8 @@ def build_summary(
     profile_name: str | None = None,
     profile_digest: str | None = None,
     retainer: Retainer | None = None,
-    manifest_errors: Sequence[str] = (),
 ) -> dict:
-    """The summary JSON: METRICS.md's keys plus how the numbers were obtained."""
+    """The summary JSON: the keys of docs/metrics.md plus how the numbers were obtained."""
     results = run.results
     scored = [r for r in results if r.scored]
     failed = [r for r in results if r.failed]
@@ -285,6 +285,7 @@ def build_summary(
         "num_scored": len(scored),
         "num_missing": len(missing),
         "num_failed": len(failed),
+        "num_empty_transcripts": sum(1 for r in results if r.status == st.ASR_EMPTY),
         "missing": [r.utt for r in missing],
         "failed": [{"utt": r.utt, "status": r.status, "error": r.error} for r in failed],
         "num_above_threshold": sum(1 for r in scored if r.wer is not None and r.wer > threshold),
@@ -301,7 +302,6 @@ def build_summary(
         "num_retained": retainer.kept if retainer else 0,
         "retention_errors": retainer.errors if retainer else 0,
         "manifest": str(manifest) if manifest else None,
-        "manifest_errors": list(manifest_errors),
         "gen_dir": str(gen_dir) if gen_dir else None,
         "profile": profile_name,
         "profile_digest": profile_digest,

@@ -4,9 +4,12 @@ Accepted, one utterance per line:
 - JSONL: `{"utt": ..., "hyp": ...}`; extra keys are ignored, so eval-wer's
   own `wer_results.jsonl` can be fed back (rows whose hyp is null had no
   transcript and are skipped).
-- TSV: `utt<TAB>hyp`; a header line whose columns include `utt` and `hyp`
-  selects those columns (so `wer_results.tsv` works too; with a `status`
-  column, rows that never got a transcript are skipped).
+- TSV: `utt<TAB>hyp`, the hypothesis being everything after the first tab
+  (a tab inside it counts as a space between words); a header line whose
+  columns include `utt` and `hyp` selects those columns (so `wer_results.tsv` works too; with a `status`
+  column, rows that never got a transcript are skipped). With a header, a
+  row with more fields than the header is an error unless `hyp` is the last
+  column, which then takes the rest of the line.
 """
 
 from __future__ import annotations
@@ -77,18 +80,44 @@ def _parse_jsonl(path: Path, lines: list[str]) -> dict[str, str]:
 def _parse_tsv(path: Path, lines: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     seen: dict[str, int] = {}
-    utt_col, hyp_col, status_col, start = 0, 1, None, 0
     header = lines[0].split("\t") if lines else []
     if "utt" in header and "hyp" in header:
-        utt_col, hyp_col, start = header.index("utt"), header.index("hyp"), 1
-        status_col = header.index("status") if "status" in header else None
-    for line_no, line in enumerate(lines[start:], start=start + 1):
+        return _parse_tsv_with_header(path, lines, header)
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        utt, tab, hyp = line.partition("\t")  # the hypothesis is everything after the first tab
+        if not tab:
+            raise TranscriptsError(f"{path}:{line_no}: expected utt<TAB>hyp, found 1 field(s)")
+        _add(out, path, line_no, utt.strip(), _tabs_to_spaces(hyp), seen)
+    return out
+
+
+def _parse_tsv_with_header(path: Path, lines: list[str], header: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    utt_col, hyp_col = header.index("utt"), header.index("hyp")
+    status_col = header.index("status") if "status" in header else None
+    hyp_is_last = hyp_col == len(header) - 1
+    for line_no, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) <= max(utt_col, hyp_col):
-            raise TranscriptsError(f"{path}:{line_no}: expected utt<TAB>hyp, found {len(fields)} field(s)")
+            raise TranscriptsError(f"{path}:{line_no}: expected {len(header)} tab-separated fields as in the header, found {len(fields)}")
+        if len(fields) > len(header):
+            if not hyp_is_last:  # a tab inside a cell: which one cannot be told, so never guess
+                raise TranscriptsError(
+                    f"{path}:{line_no}: found {len(fields)} tab-separated fields, the header has {len(header)} "
+                    "(is there a tab inside the hypothesis?)"
+                )
+            fields = fields[:hyp_col] + [" ".join(fields[hyp_col:])]
         if status_col is not None and status_col < len(fields) and fields[status_col] in NO_TRANSCRIPT_STATUSES:
             continue
         _add(out, path, line_no, fields[utt_col].strip(), fields[hyp_col], seen)
     return out
+
+
+def _tabs_to_spaces(hyp: str) -> str:
+    # A tab inside a hypothesis separates words; the scorer (like seed-tts-eval) splits on spaces only.
+    return hyp.replace("\t", " ")

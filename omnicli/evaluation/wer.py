@@ -1,9 +1,9 @@
-"""Per-utterance WER and the Seed-TTS-eval aggregates (METRICS.md, "WER")."""
+"""Per-utterance WER and the Seed-TTS-eval aggregates (docs/metrics.md, "WER")."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import jiwer
 import numpy as np
@@ -81,7 +81,7 @@ def _pct(value: float) -> float:
 
 
 def aggregate(scores: Iterable[UttScore]) -> dict:
-    """The METRICS.md aggregates over scored utterances, all in percent (x 100, 3 decimals).
+    """The docs/metrics.md aggregates over scored utterances, all in percent (x 100, 3 decimals).
 
     - seed_wer_mean: mean per-utterance WER (what published tables report)
     - corpus_wer: total errors / total reference words

@@ -9,10 +9,10 @@ from omnicli.profile.loader import load_profile
 from omnicli.profile.platform import detect_platform
 from omnicli.profile.presets import PresetInfo, list_presets, presets_dir
 from omnicli.profile.resolved import ResolvedProfile, diff_profiles, leaf_keys
-from omnicli.profile.schema import CodecConfig, Profile, RetentionConfig, TalkerConfig, check_platform
+from omnicli.profile.schema import CodecStageConfig, Profile, RetentionConfig, TalkerConfig, check_platform
 
 __all__ = [
-    "CodecConfig",
+    "CodecStageConfig",
     "PresetInfo",
     "Profile",
     "ProfileError",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import yaml
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from omnicli.profile.errors import ProfileError, did_you_mean, show_path
 from omnicli.profile.platform import detect_platform
 from omnicli.profile.presets import locate
 from omnicli.profile.resolved import ResolvedProfile, leaf_keys
+from omnicli.profile.safe_yaml import YamlShapeError, load_checked
 from omnicli.profile.schema import REPLACED_WHOLE, SECTIONS, Profile, check_platform
 
 TOP_KEYS = tuple(Profile.model_fields)
@@ -38,8 +40,9 @@ def _read_yaml(path: Path) -> tuple[dict, dict[str, int]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{show_path(path)}: cannot read profile: {exc}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = load_checked(text)  # bounded depth and alias expansion: profiles are user input
+    except YamlShapeError as exc:
+        raise ProfileError(f"{show_path(path)}:{exc.line}: {exc.reason}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{show_path(path)}:{mark.line + 1}" if mark else show_path(path)
@@ -257,7 +260,10 @@ def _parse_sets(overrides: Sequence[str], problems: list[str]) -> list[tuple[str
             problems.append(f"--set {key}: unknown key{did_you_mean(key, leaf_keys())}")
             continue
         try:
-            value = yaml.safe_load(raw)
+            value = load_checked(raw)[1]
+        except YamlShapeError as exc:
+            problems.append(f"--set {key}: {exc.reason}")
+            continue
         except yaml.YAMLError as exc:
             problems.append(f"--set {key}: value {raw!r} is not valid YAML ({getattr(exc, 'problem', exc)})")
             continue
@@ -320,7 +326,7 @@ def load_profile(
     overrides: Sequence[str] = (),
     platform: Optional[str] = None,
 ) -> ResolvedProfile:
-    """Resolve a preset name (profiles/NAME.yaml) or YAML path, default preset
+    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path, default preset
     when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
     profile's `device`), with `--set key=value` overrides applied last."""
     if platform is not None and platform not in PLATFORMS:

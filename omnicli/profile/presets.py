@@ -12,14 +12,14 @@ PRESETS_ENV = "OMNI_PROFILES_DIR"
 
 
 def presets_dir() -> Path:
-    """`profiles/` at the repository root (the package is installed editable),
-    or the folder named by $OMNI_PROFILES_DIR."""
+    """The folder named by $OMNI_PROFILES_DIR, else the presets shipped in the
+    package (`omnicli/data/profiles/`, installed with every wheel)."""
     override = os.environ.get(PRESETS_ENV)
     if override:
         return Path(override).expanduser()
-    import omnicli
+    from omnicli.datasets import package_data_dir
 
-    return Path(omnicli.__file__).resolve().parent.parent / "profiles"
+    return package_data_dir() / "profiles"
 
 
 def preset_names() -> list[str]:

@@ -12,8 +12,6 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-Platform = Literal["cpu", "cuda"]
-
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, validate_default=False)
 
 
@@ -72,7 +70,7 @@ class TalkerConfig(BaseModel):
         return _positive_items("cudagraph_capture_sizes", v)
 
 
-class CodecConfig(BaseModel):
+class CodecStageConfig(BaseModel):
     """Stage 1: the streaming codec decoder and its generation scheduler."""
 
     model_config = _STRICT
@@ -132,7 +130,7 @@ class CodecConfig(BaseModel):
         return _positive_items("layer_contexts", v)
 
     @model_validator(mode="after")
-    def _min_batch_fits_slots(self) -> "CodecConfig":
+    def _min_batch_fits_slots(self) -> CodecStageConfig:
         if self.generation_min_batch_size > self.max_num_seqs:
             # ctx["key"] lets the loader point the error at the right key.
             raise PydanticCustomError(
@@ -145,7 +143,7 @@ class CodecConfig(BaseModel):
 
 
 class RetentionConfig(BaseModel):
-    """Thresholds that classify delivered audio as suspect (see METRICS.md)."""
+    """Thresholds that classify delivered audio as suspect (see docs/metrics.md)."""
 
     model_config = _STRICT
 
@@ -159,13 +157,22 @@ class RetentionConfig(BaseModel):
     too_long_min_s: float = Field(10.0, ge=0, description="Floor of the too_long duration limit, in seconds.")
     asr_wer_threshold: float = Field(0.5, ge=0, description="eval-wer retains audio whose WER exceeds this.")
 
+    def too_long_limit_s(self, text: str) -> float:
+        return max(self.too_long_min_s, self.too_long_s_per_char * len(text))
+
 
 class Profile(BaseModel):
     """Every engine setting. Build one through `load_profile`."""
 
     model_config = _STRICT
 
-    model: str = Field("omni-tiny", description="Model family / checkpoint to run.")
+    model: Literal["omni-tiny", "orpheus", "neutts-air"] = Field("omni-tiny", description="Model family to run.")
+    model_path: Optional[str] = Field(
+        None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+    )
+    codec_path: Optional[str] = Field(
+        None, description="Codec checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto: CUDA when a GPU is usable, else CPU; cpu/cuda force it."
     )
@@ -174,7 +181,7 @@ class Profile(BaseModel):
         120.0, gt=0, description="A stage that makes no progress this long is reported as hung."
     )
     talker: TalkerConfig = Field(default_factory=TalkerConfig, description="Stage 0 (vLLM talker).")
-    codec: CodecConfig = Field(default_factory=CodecConfig, description="Stage 1 (streaming codec).")
+    codec: CodecStageConfig = Field(default_factory=CodecStageConfig, description="Stage 1 (streaming codec).")
     retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Suspect-audio thresholds.")
     model_options: dict[str, Any] = Field(
         default_factory=dict,
@@ -183,7 +190,7 @@ class Profile(BaseModel):
 
 
 # Stage/section name -> model; `model_options` is deliberately absent (free-form).
-SECTIONS: dict[str, type[BaseModel]] = {"talker": TalkerConfig, "codec": CodecConfig, "retention": RetentionConfig}
+SECTIONS: dict[str, type[BaseModel]] = {"talker": TalkerConfig, "codec": CodecStageConfig, "retention": RetentionConfig}
 # Mappings an overlay replaces whole instead of merging key by key.
 REPLACED_WHOLE = frozenset({"model_options"})
 

@@ -26,6 +26,9 @@ class ModelAdapter(ABC):
 
     talker_path: Path  # a Hugging Face style folder vLLM can load
     codec: StreamingCodec
+    uses_reference: bool = True  # False: the prompt ignores reference audio (it is not encoded)
+    ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
+    windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod
     def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
@@ -40,8 +43,20 @@ class ModelAdapter(ABC):
         """Talker tokens of whole frames (len % num_codebooks == 0) -> codes (frames, K)."""
 
     @abstractmethod
-    def target_tokens(self, text: str) -> int:
-        """The stop rule: how many talker tokens a complete utterance of `text` has."""
+    def target_tokens(self, text: str) -> int | None:
+        """A duration stop rule: how many talker tokens `text` takes; None when a stop token ends it."""
+
+    def stop_token_ids(self) -> list[int]:
+        """Tokens that end generation (the family's end-of-speech); empty for a duration rule."""
+        return []
+
+    def keep_tokens(self, token_ids: list[int]) -> list[int]:
+        """The generated tokens that carry codes (drops a trailing stop token)."""
+        return token_ids
+
+    def sampling_overrides(self) -> dict:
+        """Talker sampling settings the family's model card prescribes (override the profile's)."""
+        return {}
 
     def check_text(self, text: str) -> str | None:
         """Why `text` cannot be synthesised, or None."""

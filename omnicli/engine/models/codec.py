@@ -7,7 +7,7 @@ transposed convolutions have kernel == stride, so every frame's samples
 depend on that frame's hidden state alone and chunked output concatenates
 exactly.
 
-Ring semantics (see ARCHITECTURE.md, "Ring caches"): a chunk's keys and
+Ring semantics (docs/engine.md, stage 1): a chunk's keys and
 values are all written into the ring before the chunk attends. With a ring
 of exactly `context` entries the chunk's newest entries overwrite the oldest
 ones that its early tokens would still have seen; a ring of

@@ -44,7 +44,7 @@ class AsrSpec:
     model: str
 
     @classmethod
-    def parse(cls, text: str) -> "AsrSpec":
+    def parse(cls, text: str) -> AsrSpec:
         """`BACKEND` or `BACKEND:MODEL`; only the first ':' splits, so MODEL may be any path."""
         backend, sep, model = text.strip().partition(":")
         backend = backend.strip().lower()
@@ -60,17 +60,27 @@ class AsrSpec:
 
 
 def default_spec(lang: str) -> AsrSpec:
-    """seed-tts-eval's choice: Whisper large-v3 for English; for Chinese,
-    Paraformer-zh when funasr and its model are here, else Whisper large-v3."""
+    """seed-tts-eval's choice: Whisper large-v3 for English, Paraformer-zh for
+    Chinese. Without funasr or its model, Chinese is an AsrSetupError rather
+    than a silent switch to Whisper (whose CER is not comparable): the user
+    picks Whisper explicitly with --asr."""
     if lang == "zh":
         from omnicli.evaluation.asr.paraformer import funasr_available
 
-        if funasr_available():
-            try:
-                locate.locate_paraformer("paraformer-zh")
-                return AsrSpec("funasr", "paraformer-zh")
-            except AsrSetupError:
-                pass
+        hint = (
+            "; to score Chinese with Whisper instead (CER not comparable with published Seed-TTS-eval tables), "
+            "choose it explicitly: --asr openai-whisper:large-v3"
+        )
+        if not funasr_available():
+            raise AsrSetupError(
+                "Chinese is scored with Paraformer-zh, as seed-tts-eval does, but funasr is not installed "
+                "(pip install 'omnicli[funasr]', then place the paraformer-zh model, see docs/eval-wer.md)" + hint
+            )
+        try:
+            locate.locate_paraformer("paraformer-zh")
+        except AsrSetupError as exc:
+            raise AsrSetupError(f"Chinese is scored with Paraformer-zh, as seed-tts-eval does: {exc}{hint}") from None
+        return AsrSpec("funasr", "paraformer-zh")
     return AsrSpec("openai-whisper", DEFAULT_MODELS["openai-whisper"])
 
 

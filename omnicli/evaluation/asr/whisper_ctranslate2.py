@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from omnicli.evaluation.asr.base import WINDOW_SAMPLES, AsrBackend, AsrError, AsrSetupError, WHISPER_GREEDY_SETTINGS
+from omnicli.evaluation.asr.base import WHISPER_GREEDY_SETTINGS, WINDOW_SAMPLES, AsrBackend, AsrError, AsrSetupError
 
 
 class FasterWhisperBackend(AsrBackend):

@@ -1,5 +1,8 @@
 """Load shapes: closed loop (at most N in flight) and open loop (Poisson / gamma arrivals).
 
+`offer` hands items to a coroutine following a shape, with the stop and
+grace rules; `omnicli.driver.drive` builds the request driver on it.
+
 Open-loop arrivals follow vLLM's `bench serve`: inter-arrival times are drawn
 from a gamma distribution with shape `burstiness` and scale
 `1 / (request_rate * burstiness)`, so the mean rate is `request_rate`
@@ -12,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -63,7 +67,7 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
-async def drive(
+async def offer(
     items: Sequence[T],
     send: Callable[[T], Awaitable[None]],
     shape: LoadShape,

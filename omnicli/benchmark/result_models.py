@@ -1,0 +1,91 @@
+"""The `omni bench` result file as a typed model: validated when written, its JSON Schema from `omni schema bench`.
+
+Every run carries the keys below whatever happened; the distribution keys
+(`mean_audio_ttfp_ms`, `p99_e2el_ms`, ... one set per `--metric-percentiles`)
+and, with `--save-detailed`, the per-request lists come on top of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BenchFailure(BaseModel):
+    utt: str
+    request_id: str
+    round: int
+    error: str | None
+
+
+class BenchRun(BaseModel):
+    """One measured pass: a profile under one load shape, its rounds pooled."""
+
+    model_config = ConfigDict(extra="allow")  # distribution keys and --save-detailed lists
+
+    omni_version: str
+    started_at: str
+    label: str = Field(description="`profile/shape`, e.g. default/c8.")
+    profile_label: str
+    profile_name: str | None
+    profile: dict[str, Any] | None = Field(description="The resolved profile.")
+    profile_digest: str | None
+    model: str
+    device: str
+    sample_rate: int
+    machine: dict[str, Any]
+    max_concurrency: int | None
+    request_rate: float | Literal["inf"]
+    burstiness: float
+    seed: int
+    num_prompts: int
+    rounds: int
+    warmup_requests: int
+    warmup_failed: int
+    duration: float = Field(description="Seconds from the first submission to the last completion, summed over rounds.")
+    round_durations: list[float]
+    completed: int
+    failed: int
+    num_nonempty_audio: int
+    num_empty_audio: int
+    num_hit_cap: int
+    num_ref_hot: int
+    num_ref_cold: int
+    total_audio_duration_s: float
+    total_input_tokens: int = Field(description="Talker prompt tokens of the completed requests (vLLM's input tokens).")
+    total_output_tokens: int = Field(description="Talker tokens the completed requests generated (vLLM's output tokens).")
+    request_throughput: float
+    audio_throughput: float = Field(description="Audio seconds per wall second.")
+    talker_tokens: int
+    talker_tokens_per_s: float
+    codec_steps: int
+    codec_frames: int
+    mean_codec_batch_size: float
+    coalescing_waits: int
+    coalescing_wait_ms: float
+    codec_ring_headroom: bool | None
+    engine_stats: dict[str, Any]
+    failures: list[BenchFailure]
+
+
+class BenchComparison(BaseModel):
+    max_concurrency: int | None
+    request_rate: float | Literal["inf"]
+    a: str
+    b: str
+    ratios: dict[str, float | None] = Field(description="b's metric divided by a's.")
+
+
+class BenchDocument(BaseModel):
+    """The result file of one `omni bench` invocation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    omni_version: str
+    started_at: str
+    interrupted: bool
+    engine_error: str | None
+    unfinished: str | None = Field(description="The pass an interruption or engine failure dropped.")
+    runs: list[BenchRun]
+    comparisons: list[BenchComparison]

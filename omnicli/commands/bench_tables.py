@@ -1,0 +1,100 @@
+"""Rich tables of `omni bench` results: presentation only, over the result dicts of `omnicli.benchmark.report`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, percentile_key
+from omnicli.benchmark.report import group_by_shape, ratio
+from omnicli.commands.common import fmt_number
+
+_DIST_NAMES = {
+    "audio_ttfp": "TTFP (ms)",
+    "e2el": "E2EL (ms)",
+    "audio_rtf": "RTF",
+    "audio_duration": "audio duration (s)",
+    "audio_underrun": "underrun (s)",
+}
+
+
+def table_rows(run: dict, percentiles: Sequence[float]) -> list[tuple[str, str | None, str]]:
+    """(label, result key or None, formatted value), in the order vLLM's summary prints them.
+
+    The key is set for rows whose A/B ratio means something.
+    """
+    rows: list[tuple[str, str | None, str]] = [
+        ("Completed / failed", None, f"{run['completed']} / {run['failed']}"),
+        ("Non-empty audio", None, fmt_number(run["num_nonempty_audio"])),
+        ("Duration (s)", "duration", fmt_number(run["duration"])),
+        ("Request throughput (req/s)", "request_throughput", fmt_number(run["request_throughput"], 3)),
+        ("Audio throughput (audio s/s)", "audio_throughput", fmt_number(run["audio_throughput"], 3)),
+        ("Total audio (s)", "total_audio_duration_s", fmt_number(run["total_audio_duration_s"])),
+    ]
+    for stem, suffix, _ in DISTRIBUTIONS:
+        digits = 1 if suffix == "_ms" else 3
+        # p50 is the median row already
+        pcts = [percentile_key(p) for p in percentiles if p != 50]
+        stats = ["mean"] if stem == "audio_duration" else ["mean", "median"] + pcts
+        for stat in stats:
+            label = {"mean": "Mean", "median": "Median"}.get(stat, stat.upper())
+            key = f"{stat}_{stem}{suffix}"
+            rows.append((f"{label} {_DIST_NAMES[stem]}", key, fmt_number(run.get(key), digits)))
+    rows += [
+        ("Reference hot / cold", None, f"{run['num_ref_hot']} / {run['num_ref_cold']}"),
+        ("Talker tokens/s", "talker_tokens_per_s", fmt_number(run["talker_tokens_per_s"], 1)),
+        ("Codec steps", None, fmt_number(run["codec_steps"])),
+        ("Mean codec batch size", "mean_codec_batch_size", fmt_number(run["mean_codec_batch_size"])),
+        ("Coalescing waits (n / ms)", None, f"{run['coalescing_waits']} / {fmt_number(run['coalescing_wait_ms'], 1)}"),
+        ("Ring headroom", None, fmt_number(run["codec_ring_headroom"])),
+    ]
+    return rows
+
+
+def _column_title(run: dict) -> str:
+    shape = []
+    if run["max_concurrency"] is not None:
+        shape.append(f"c={run['max_concurrency']}")
+    if run["request_rate"] != "inf":
+        shape.append(f"rate={run['request_rate']:g}/s")
+    return " ".join(shape) or "all at once"
+
+
+def results_table(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> Table:
+    """One column per pass (a sweep reads left to right)."""
+    profiles = sorted({r["profile_label"] for r in runs})
+    title = f"omni bench - {runs[0]['model']} on {runs[0]['device']}"
+    if len(profiles) == 1:
+        title += f" - profile {runs[0]['profile_label']}"
+    table = Table(title=title)
+    table.add_column("Metric")
+    for run in runs:
+        heading = _column_title(run) if len(profiles) == 1 else f"{run['profile_label']} {_column_title(run)}"
+        table.add_column(heading, justify="right")
+    all_rows = [table_rows(r, percentiles) for r in runs]
+    for i, (label, _, _) in enumerate(all_rows[0]):
+        table.add_row(label, *(rows[i][2] for rows in all_rows))
+    return table
+
+
+def comparison_tables(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[Table]:
+    """A/B: per load shape, profiles side by side and each ratio to the first (b/a)."""
+    tables = []
+    for group in group_by_shape(runs):
+        base = group[0]
+        table = Table(title=f"A/B - {_column_title(base)}")
+        table.add_column("Metric")
+        for run in group:
+            table.add_column(run["profile_label"], justify="right")
+        for run in group[1:]:
+            table.add_column(f"{run['profile_label']}/{base['profile_label']}", justify="right")
+        rows = [table_rows(r, percentiles) for r in group]
+        for i, (label, key, _) in enumerate(rows[0]):
+            ratios = []
+            for run in group[1:]:
+                r = ratio(run.get(key), base.get(key)) if key else None
+                ratios.append(f"x{r:.2f}" if r is not None else "")
+            table.add_row(label, *(rr[i][2] for rr in rows), *ratios)
+        tables.append(table)
+    return tables

@@ -1,0 +1,33 @@
+"""`omni schema KIND`: the JSON Schema of a file omni writes, for downstream validation."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+
+class Kind(str, Enum):
+    results = "results"
+    summary = "summary"
+    bench = "bench"
+    eval = "eval"
+
+
+def document_schema(kind: Kind) -> dict:
+    """JSON Schema (draft 2020-12, as pydantic emits it) of one kind of file."""
+    from omnicli.benchmark.result_models import BenchDocument
+    from omnicli.evaluation.result_models import EvalSummary
+    from omnicli.synth_results import SynthResult, SynthSummary
+
+    model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument, Kind.eval: EvalSummary}[kind]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **model.model_json_schema()}
+
+
+def schema(
+    kind: Annotated[Kind, typer.Argument(help="results (results.jsonl rows), summary (summary.json), bench (result file), eval (wer_summary.json).")],
+) -> None:
+    """Print the JSON Schema of a file omni writes (draft 2020-12)."""
+    typer.echo(json.dumps(document_schema(kind), indent=2))  # plain text: no terminal styling in what tools read

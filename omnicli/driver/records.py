@@ -1,0 +1,148 @@
+"""What the request driver takes and gives: `Prompt` in, `RequestRecord` out.
+
+A record holds what one request did: submission time, each chunk's arrival
+and size, its audio (when kept) and outcome. The per-request timing
+formulas (docs/metrics.md: audio_ttfp, e2el, audio_rtf, audio_underrun) live
+here beside it; the aggregates over many records are in
+`omnicli.benchmark.metrics`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from omnicli.engine.request import RequestInfo, TTSRequest
+
+
+@dataclass
+class Prompt:
+    """One request to offer, under the utterance id it reports as.
+
+    `request` is built up front (bench: references loaded before any
+    timing), or `load` builds it when the driver submits it (synth: one
+    reference in memory per request in flight); `load` may raise
+    `omnicli.driver.inputs.InputError`, which fails that prompt alone.
+    `item` is the caller's own object (a manifest row), handed back.
+    """
+
+    utt: str
+    request: TTSRequest | None = None
+    reference: str | None = None  # reference audio path, for retained-audio metadata
+    load: Callable[[], TTSRequest] | None = None
+    text: str = ""
+    item: Any = None
+
+    def build(self, request_id: str) -> TTSRequest:
+        request = self.request if self.request is not None else self.load()
+        return dataclasses.replace(request, request_id=request_id)
+
+
+def audio_ttfp(start: float, chunk_times: Sequence[float], chunk_samples: Sequence[int]) -> float | None:
+    """First non-empty chunk's delivery time minus submission; None without audio."""
+    for t, n in zip(chunk_times, chunk_samples):
+        if n > 0:
+            return t - start
+    return None
+
+
+def audio_duration(num_samples: int, sample_rate: int) -> float:
+    """Seconds of audio (samples per channel / sample rate)."""
+    return num_samples / sample_rate if sample_rate > 0 else 0.0
+
+
+def audio_rtf(e2el: float, duration: float) -> float | None:
+    """e2el / audio duration; undefined (None) for empty audio."""
+    return e2el / duration if duration > 0 else None
+
+
+def audio_underrun(chunk_times: Sequence[float], chunk_durations: Sequence[float]) -> float:
+    """Total playback gap once playback has started (docs/metrics.md, cursor rule).
+
+    Playback starts with the first chunk holding audio; chunks without audio
+    (an empty terminal message) have nothing to play and are skipped.
+    """
+    gap = 0.0
+    cursor: float | None = None
+    for t, d in zip(chunk_times, chunk_durations):
+        if d <= 0:
+            continue
+        if cursor is None:
+            cursor = t + d
+        elif t > cursor:
+            gap += t - cursor
+            cursor = t + d
+        else:
+            cursor += d
+    return gap
+
+
+@dataclass
+class RequestRecord:
+    """What one request did: submission time, each chunk's arrival and size, outcome."""
+
+    utt: str
+    request_id: str
+    start: float  # perf_counter() at submission
+    end: float  # perf_counter() of the last chunk, or when the failure surfaced
+    sample_rate: int
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_samples: list[int] = field(default_factory=list)
+    error: str | None = None
+    ref_cache: str = "none"
+    finish_reason: str | None = None
+    text: str = ""
+    reference: str | None = None
+    pcm: np.ndarray | None = None  # kept only when audio is saved or judged
+    info: RequestInfo | None = None  # the engine's facts (also of a failed request)
+    rejected: bool = False  # its input never became a request (error says why)
+    prompt: Prompt | None = None  # what was offered, handed back to the caller
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Talker prompt length (what vLLM counts as input tokens)."""
+        return self.info.prompt_tokens if self.info is not None else 0
+
+    @property
+    def output_tokens(self) -> int:
+        """Talker tokens generated (what vLLM counts as output tokens)."""
+        return self.info.talker_tokens if self.info is not None else 0
+
+    @property
+    def num_samples(self) -> int:
+        return int(sum(self.chunk_samples))
+
+    @property
+    def nonempty(self) -> bool:
+        return self.ok and self.num_samples > 0
+
+    @property
+    def audio_duration(self) -> float:
+        return audio_duration(self.num_samples, self.sample_rate)
+
+    @property
+    def audio_ttfp(self) -> float | None:
+        return audio_ttfp(self.start, self.chunk_times, self.chunk_samples)
+
+    @property
+    def e2el(self) -> float:
+        return self.end - self.start
+
+    @property
+    def audio_rtf(self) -> float | None:
+        return audio_rtf(self.e2el, self.audio_duration)
+
+    @property
+    def audio_underrun(self) -> float:
+        durations = [audio_duration(n, self.sample_rate) for n in self.chunk_samples]
+        return audio_underrun(self.chunk_times, durations)
+
+

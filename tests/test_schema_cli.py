@@ -1,0 +1,50 @@
+"""`omni schema KIND` prints JSON Schemas that the files omni writes validate against."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from omnicli.benchmark.report import build_document
+from omnicli.cli import app
+from omnicli.profile import load_profile
+from omnicli.synthesis import RESULTS, SUMMARY, write_summary
+from tests.test_synth_driver import run_synth
+
+runner = CliRunner()
+
+
+def schema_of(kind: str) -> dict:
+    result = runner.invoke(app, ["schema", kind])
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.output)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+def test_synth_results_rows_and_summary_validate(tmp_path):
+    from omnicli.synthesis import build_synth_summary
+
+    m, out, run, _ = run_synth(tmp_path, ["one", "fail"], concurrency=2)
+    write_summary(out, build_synth_summary(m, out, run, resolved=load_profile("cpu"), started_at="t0"))
+    rows = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
+    row_schema, summary_schema = schema_of("results"), schema_of("summary")
+    for row in rows:
+        jsonschema.validate(row, row_schema)
+    jsonschema.validate(json.loads((out / SUMMARY).read_text()), summary_schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**rows[0], "status": "maybe"}, row_schema)
+
+
+def test_bench_and_eval_schemas():
+    jsonschema.validate(build_document([], "t0"), schema_of("bench"))
+    eval_schema = schema_of("eval")
+    assert {"seed_wer_mean", "del", "num_scored"} <= set(eval_schema["properties"])
+
+
+def test_an_unknown_kind_is_a_usage_error():
+    assert runner.invoke(app, ["schema", "nope"]).exit_code == 2
