@@ -46,3 +46,9 @@ def path(location: Path, reason: str | None = None) -> Path:
     if not location.exists():
         missing(reason or f"{location} is missing")
     return location
+
+
+def present(available: bool, reason: str) -> None:
+    """Skip (fail in CI) unless `available`: for prerequisites found without importing them."""
+    if not available:
+        missing(reason)

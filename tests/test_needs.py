@@ -35,3 +35,13 @@ def test_present_prerequisites_are_returned(tmp_path):
     assert needs.module("json").dumps([]) == "[]"
     assert needs.program("sh").endswith("/sh")
     assert needs.path(tmp_path) == tmp_path
+
+
+def test_a_flag_checked_elsewhere_skips_or_fails_the_same_way(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    needs.present(True, "never shown")
+    with pytest.raises(pytest.skip.Exception, match="espeak-ng is gone"):
+        needs.present(False, "espeak-ng is gone")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI: prerequisite missing: espeak-ng is gone"):
+        needs.present(False, "espeak-ng is gone")
