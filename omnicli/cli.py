@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from omnicli.commands import bench, datasets, env, eval_wer, models, profiles, schema, synth
+from omnicli.commands import eval as eval_cmd
 from omnicli.quiet import quiet_vllm
 
 # Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
@@ -62,6 +63,7 @@ app = typer.Typer(
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("bench")(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
+app.command("eval", no_args_is_help=True)(eval_cmd.eval_command)
 app.command("schema", no_args_is_help=True)(schema.schema)
 app.command("env")(env.env)
 app.add_typer(profiles.app, name="profiles")

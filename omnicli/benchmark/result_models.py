@@ -19,6 +19,46 @@ class BenchFailure(BaseModel):
     error: str | None
 
 
+class BenchEvalFigures(BaseModel):
+    """`omni bench --eval`: the headline figures of `omni eval` on one pass's audio (all in `summary_file`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics: list[Literal["wer", "sim", "mos"]]
+    error: str | None = Field(None, description="Why scoring this pass failed (then no figures).")
+    summary_file: str | None = Field(None, description="The pass's eval_summary.json, with every figure.")
+    seed_wer_mean: float | None = Field(None, description="Percent, as omni eval.")
+    corpus_wer: float | None = None
+    num_scored: int | None = None
+    asr_s_per_utt: float | None = None
+    sim_mean: float | None = None
+    sim_median: float | None = None
+    sim_share_below_threshold: float | None = None
+    sim_backend: str | None = None
+    sim_note: str | None = None
+    num_sim_scored: int | None = None
+    sim_cpu_s_per_utt: float | None = None
+    dnsmos_ovrl_mean: float | None = None
+    dnsmos_sig_mean: float | None = None
+    dnsmos_bak_mean: float | None = None
+    dnsmos_p808_mean: float | None = None
+    utmos_mean: float | None = None
+    mos_share_below_threshold: float | None = None
+    mos_backends: list[str] | None = None
+    num_mos_scored: int | None = None
+    mos_cpu_s_per_utt: float | None = None
+    num_utts: int | None = None
+    num_missing: int | None = None
+    num_failed: int | None = None
+    num_sim_failed: int | None = None
+    num_mos_failed: int | None = None
+    wall_s: float | None = None
+
+
+# The eval_summary.json keys copied into a pass's `eval` entry.
+EVAL_RESULT_KEYS = tuple(k for k in BenchEvalFigures.model_fields if k not in ("metrics", "error", "summary_file"))
+
+
 class BenchRun(BaseModel):
     """One measured pass: a profile under one load shape, its rounds pooled."""
 
@@ -67,6 +107,7 @@ class BenchRun(BaseModel):
     codec_ring_headroom: bool | None
     engine_stats: dict[str, Any]
     failures: list[BenchFailure]
+    eval: BenchEvalFigures | None = Field(None, description="With --eval: the figures of omni eval on this pass's audio.")
 
 
 class BenchComparison(BaseModel):

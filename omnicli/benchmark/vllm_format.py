@@ -34,6 +34,7 @@ EXTRA_KEYS = (
     "num_empty_audio", "num_hit_cap", "num_ref_hot", "num_ref_cold", "total_audio_duration_s",
     "talker_tokens_per_s", "codec_steps", "codec_frames", "mean_codec_batch_size", "coalescing_waits",
     "coalescing_wait_ms", "codec_ring_headroom", "machine", "failures",
+    "eval",  # with `omni bench --eval`: omni eval's figures on the run's audio
 )
 # Per-request lists kept only with --save-detailed (vLLM drops its own without it).
 DETAILED_KEYS = ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -35,6 +35,7 @@ from omnicli.commands.common import (
     require_folder,
     resolve_profile,
     set_verbosity,
+    status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 
@@ -151,6 +152,7 @@ class _Report:
     vllm: _VllmFiles | None = None
     csv_path: Path | None = None
     text: bool = False
+    extras: dict[str, dict] = field(default_factory=dict)  # pass label -> keys added to its result entry
 
     def __post_init__(self) -> None:
         # Chosen once, so a forced exit and the normal end write the same files.
@@ -297,6 +299,14 @@ def bench(
     audio_out: Annotated[
         Optional[Path], typer.Option("--audio-out", help="Keep measured audio as DIR/<utt>.wav (for omni eval-wer).")
     ] = None,
+    eval_metrics: Annotated[
+        Optional[str],
+        typer.Option("--eval", help="After the passes, score the --audio-out audio with omni eval (any of wer,sim,mos) "
+                     "and add the figures to the result file."),
+    ] = None,
+    eval_asr: Annotated[
+        Optional[str], typer.Option("--eval-asr", help="ASR for --eval wer, as omni eval --asr.", show_default="openai-whisper:large-v3")
+    ] = None,
     keep_failed: Annotated[
         Optional[Path],
         typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed or suspect audio here."),
@@ -339,6 +349,7 @@ def bench(
         save_result or append_result, append_result, label, metadata, percentile_metrics,
         runs_per_file=len(runs) * len(shapes) if result_filename is not None else 1,
     )
+    bench_eval = _plan_eval(eval_metrics, eval_asr, audio_out, runs)
     prompt_set = _prompts(
         manifest or manifest_arg, num_prompts=num_prompts, seed=seed, shuffle=not disable_shuffle,
         max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
@@ -356,7 +367,7 @@ def bench(
     # run -> report
     session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
     interrupts = _BenchInterrupts(session, report)
-    error, code = _run_and_report(session, interrupts, outputs, report)
+    error, code = _run_and_report(session, interrupts, outputs, report, bench_eval)
     _exit(session, interrupts, outputs, error, code)
 
 
@@ -421,8 +432,11 @@ def _prompts(manifest: Path | None, **options):
     return prompt_set
 
 
-def _run_and_report(session: BenchSession, interrupts: _BenchInterrupts, outputs, report: _Report) -> tuple[BaseException | None, int]:
-    """Runs the session under a progress bar and signal handling, then reports whatever completed."""
+def _run_and_report(
+    session: BenchSession, interrupts: _BenchInterrupts, outputs, report: _Report, bench_eval: Any = None,
+) -> tuple[BaseException | None, int]:
+    """Runs the session under a progress bar and signal handling, scores its audio (--eval), then reports
+    whatever completed."""
     with interrupts.signals():
         with RequestProgress(err_console) as progress:
             interrupts.progress = progress
@@ -430,6 +444,11 @@ def _run_and_report(session: BenchSession, interrupts: _BenchInterrupts, outputs
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
             interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
+        if bench_eval is not None and error is None and not interrupts.interrupted:
+            # A signal while scoring writes the benchmark (with the passes scored so far) and exits 130.
+            interrupts.phase = Phase.SCORING
+            _score_passes(bench_eval, session, outputs, session.prompts, report)
+            interrupts.phase = Phase.DONE
         with interrupts.save_lock:
             code = _report(
                 session.results, report, interrupted=interrupts.interrupted, unfinished=session.unfinished,
@@ -454,6 +473,45 @@ def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: B
     raise typer.Exit(code)
 
 
+def _plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list) -> Any:
+    """`--eval`: parsed, and every model located, before any engine starts (usage errors exit 2)."""
+    if metrics is None:
+        if asr is not None:
+            raise typer.BadParameter("--eval-asr needs --eval", param_hint="--eval-asr")
+        return None
+    from omnicli.benchmark.evaluation import BenchEval
+    from omnicli.evaluation import AsrSetupError
+    from omnicli.evaluation.scorers import ScorerSetupError
+
+    if audio_out is None:
+        raise typer.BadParameter("--eval scores the kept audio: give --audio-out DIR too", param_hint="--eval")
+    try:
+        bench_eval = BenchEval.parse(metrics, asr=asr, device=runs[0].profile.profile.device)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--eval") from None
+    try:
+        bench_eval.check()
+    except (AsrSetupError, ScorerSetupError) as exc:
+        err_console.print(f"[red]error:[/red] --eval: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    return bench_eval
+
+
+def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts: Sequence, report: _Report) -> None:
+    """Scores each completed pass's audio; a failure is reported in that pass's entry, never fatal."""
+    for result in session.results:
+        folder = outputs.pass_dir(result.profile, result.shape)
+        try:
+            with status(f"scoring {result.label} ({','.join(bench_eval.metrics)}) ..."):
+                figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
+        except Exception as exc:
+            figures = {"metrics": list(bench_eval.metrics), "error": f"{type(exc).__name__}: {exc}"}
+            err_console.print(f"[yellow]warning:[/yellow] --eval of {result.label} failed: {figures['error']}")
+        report.extras[result.label] = {"eval": figures}
+        shown = {k: figures.get(k) for k in ("seed_wer_mean", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean")}
+        note(f"eval {result.label}: " + ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None))
+
+
 async def _start_engine(resolved):
     from omnicli.engine import Engine  # heavy (vLLM): imported only when needed
 
@@ -476,7 +534,10 @@ def _report(
     if not results:
         return EXIT_OK
     machine = machine_facts(results[0].device)
-    runs = [build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine) for r in results]
+    runs = [
+        build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
+        for r in results
+    ]
     if report.text:
         from omnicli.commands.bench_export import text_lines
 

@@ -20,6 +20,7 @@ class Phase(str, Enum):
     STARTING = "starting"  # engine start-up: the main thread may sit in native code for a long time
     RUNNING = "running"
     CLOSING = "closing"
+    SCORING = "scoring"  # `bench --eval` scoring the passes' audio: a signal writes the results, exits 130
     DONE = "done"  # results written; the normal exit is moments away
 
 

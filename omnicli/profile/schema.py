@@ -156,6 +156,14 @@ class RetentionConfig(BaseModel):
     )
     too_long_min_s: float = Field(10.0, ge=0, description="Floor of the too_long duration limit, in seconds.")
     asr_wer_threshold: float = Field(0.5, ge=0, description="eval-wer retains audio whose WER exceeds this.")
+    sim_threshold: float = Field(
+        0.75, ge=-1, le=1,
+        description="omni eval retains audio (low_sim) whose speaker similarity is below this; the scale depends on "
+        "the SIM backend (0.75 suits the bundled d-vector, about 0.5 a WavLM checkpoint).",
+    )
+    mos_threshold: float = Field(
+        3.0, ge=1, le=5, description="omni eval retains audio (low_mos) whose DNSMOS OVRL (or UTMOS) is below this."
+    )
 
     def too_long_limit_s(self, text: str) -> float:
         return max(self.too_long_min_s, self.too_long_s_per_char * len(text))

@@ -1,0 +1,268 @@
+"""Run SIM / MOS scorers over a folder of generated speech (`omni eval`).
+
+`score_audio` loads GEN/<utt>.wav once per manifest row at 16 kHz, feeds the
+loaded scorers in batches, judges the `low_sim` / `low_mos` retention
+reasons and returns one `AudioResult` per row in manifest order;
+`audio_summary` turns them into summary keys. Every row ends with a status
+and every scorer failure with an error text: nothing is silently skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from omnicli.audio import AudioError, load_audio, resample, to_mono
+from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
+from omnicli.retention import Reason, Retainer
+
+log = logging.getLogger(__name__)
+
+OK, MISSING, EMPTY_AUDIO, UNREADABLE = "ok", "missing", "empty_audio", "unreadable"
+MOS_RETENTION_KEYS = ("dnsmos_ovrl", "utmos")  # the overall figures `low_mos` is judged on
+
+
+@dataclass
+class AudioResult:
+    utt: str
+    ref: str
+    status: str
+    reference: str | None = None
+    audio_s: float | None = None
+    values: dict[str, float] = field(default_factory=dict)  # sim, dnsmos_*, utmos
+    errors: dict[str, str] = field(default_factory=dict)  # metric -> why it has no value
+    cpu_s: dict[str, float] = field(default_factory=dict)  # metric -> CPU seconds (the batch's shared evenly)
+    reasons: list[str] = field(default_factory=list)
+    retained: str | None = None
+    error: str | None = None  # why the generated audio could not be scored at all
+
+
+@dataclass
+class AudioRun:
+    results: list[AudioResult]
+    scorers: list[dict]  # each scorer's describe(), with its metric
+    cpu_seconds: dict[str, float]  # metric -> CPU seconds inside the scorers
+    wall_seconds: dict[str, float]  # metric -> wall seconds inside the scorers
+    started_at: str
+    wall_total: float
+
+
+def _load_clip(path: Path) -> tuple[np.ndarray, float]:
+    pcm, sr = load_audio(path)
+    mono = to_mono(pcm)
+    return resample(mono, sr, SAMPLE_RATE), mono.shape[0] / sr
+
+
+def _empty_file(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0 or sf.info(str(path)).frames == 0
+    except Exception:
+        return False
+
+
+def _judge(result: AudioResult, sim_threshold: float, mos_threshold: float) -> list[str]:
+    reasons = []
+    sim = result.values.get("sim")
+    if sim is not None and sim < sim_threshold:
+        reasons.append(Reason.LOW_SIM)
+    if any(result.values.get(k) is not None and result.values[k] < mos_threshold for k in MOS_RETENTION_KEYS):
+        reasons.append(Reason.LOW_MOS)
+    return reasons
+
+
+def score_audio(
+    rows: Sequence,
+    gen_dir: str | Path,
+    scorers: Sequence[Scorer],
+    *,
+    sim_threshold: float = 0.75,
+    mos_threshold: float = 3.0,
+    batch_size: int = 8,
+    retainer: Retainer | None = None,
+    retention_meta: Mapping | None = None,
+    on_result: Callable[[AudioResult], None] | None = None,
+) -> AudioRun:
+    """Scores every manifest row (objects with `.utt`, `.text` and `.prompt_wav`) with every scorer."""
+    from datetime import datetime, timezone
+
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    gen = Path(gen_dir)
+    results: list[AudioResult | None] = [None] * len(rows)
+    cpu = {s.metric: 0.0 for s in scorers}
+    wall = {s.metric: 0.0 for s in scorers}
+    pending: list[tuple[int, AudioResult, ScoreItem]] = []
+
+    def finish(index: int, result: AudioResult, clip: np.ndarray | None) -> None:
+        if result.status == OK:
+            result.reasons = _judge(result, sim_threshold, mos_threshold)
+            if result.reasons and retainer is not None and clip is not None:
+                meta = {
+                    "utt": result.utt, "text": result.ref, "expected_text": result.ref,
+                    "gen_wav": str(gen / f"{result.utt}.wav"), "reference_wav": result.reference,
+                    **result.values, "sim_threshold": sim_threshold, "mos_threshold": mos_threshold,
+                    **dict(retention_meta or {}),
+                }
+                path = retainer.keep(clip, SAMPLE_RATE, result.reasons, meta)
+                result.retained = str(path) if path else None
+        results[index] = result
+        if on_result is not None:
+            on_result(result)
+
+    def flush() -> None:
+        for scorer in scorers:
+            _run_scorer(scorer, pending, cpu, wall)
+        for index, result, item in pending:
+            finish(index, result, item.clip)
+        pending.clear()
+
+    for index, row in enumerate(rows):
+        reference = getattr(row, "prompt_wav", None)
+        result = AudioResult(utt=row.utt, ref=row.text, status=MISSING, reference=str(reference) if reference else None)
+        wav = gen / f"{row.utt}.wav"
+        if not wav.is_file():
+            result.error = f"{wav} not found"
+            finish(index, result, None)
+            continue
+        try:
+            clip, result.audio_s = _load_clip(wav)
+        except AudioError as exc:
+            result.status = EMPTY_AUDIO if _empty_file(wav) else UNREADABLE
+            result.error = str(exc)
+            finish(index, result, None)
+            continue
+        if clip.shape[0] == 0:
+            result.status, result.error = EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
+            finish(index, result, None)
+            continue
+        result.status = OK
+        pending.append((index, result, ScoreItem(row.utt, clip, Path(reference) if reference else None)))
+        if len(pending) >= batch_size:
+            flush()
+    if pending:
+        flush()
+    return AudioRun(
+        results=list(results),
+        scorers=[{"metric": s.metric, "keys": list(s.keys), **s.describe()} for s in scorers],
+        cpu_seconds=cpu,
+        wall_seconds=wall,
+        started_at=started_at,
+        wall_total=time.perf_counter() - t0,
+    )
+
+
+def _timed(scorer: Scorer, items: list[ScoreItem], cpu: dict, wall: dict) -> tuple[list[dict], float]:
+    c0, w0 = time.process_time(), time.perf_counter()
+    try:
+        values = scorer.score(items)
+    finally:
+        spent = time.process_time() - c0
+        cpu[scorer.metric] += spent
+        wall[scorer.metric] += time.perf_counter() - w0
+    if len(values) != len(items):
+        raise RuntimeError(f"{scorer.backend} returned {len(values)} results for {len(items)} clips")
+    return values, spent
+
+
+def _run_scorer(scorer: Scorer, batch: list, cpu: dict, wall: dict) -> None:
+    """Scores one batch; if it fails, retries clip by clip so one bad clip (or reference) fails alone."""
+    items = [item for _, _, item in batch]
+    try:
+        values, spent = _timed(scorer, items, cpu, wall)
+        outcomes = [(v, None, spent / len(items)) for v in values]
+    except Exception as batch_exc:
+        if len(items) == 1:
+            outcomes = [(None, batch_exc, None)]
+        else:
+            log.debug("%s batch of %d failed (%s); retrying one by one", scorer.backend, len(items), batch_exc)
+            outcomes = []
+            for item in items:
+                try:
+                    (value,), spent = _timed(scorer, [item], cpu, wall)
+                    outcomes.append((value, None, spent))
+                except Exception as exc:
+                    outcomes.append((None, exc, None))
+    for (_, result, _), (value, exc, spent) in zip(batch, outcomes, strict=True):
+        if exc is not None:
+            message = f"{scorer.backend}: {type(exc).__name__}: {exc}"
+            previous = result.errors.get(scorer.metric)
+            result.errors[scorer.metric] = f"{previous}; {message}" if previous else message
+            continue
+        result.values.update(value)
+        result.cpu_s[scorer.metric] = round(result.cpu_s.get(scorer.metric, 0.0) + spent, 4)
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(float(np.mean(values)), 4) if values else None
+
+
+def _median(values: list[float]) -> float | None:
+    return round(float(statistics.median(values)), 4) if values else None
+
+
+def _share_below(values: list[float], threshold: float) -> float | None:
+    return round(100.0 * sum(1 for v in values if v < threshold) / len(values), 3) if values else None
+
+
+def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict:
+    """SIM and MOS summary keys, with which backend produced them and what they cost."""
+    out: dict = {}
+    ok = [r for r in run.results if r.status == OK]
+    by_metric = {d["metric"]: [] for d in run.scorers}
+    for d in run.scorers:
+        by_metric[d["metric"]].append(d)
+    for metric, descriptions in by_metric.items():
+        scored = [r for r in ok if metric not in r.errors]
+        # Not scored for this metric, whatever the reason (no wav, unreadable, the scorer failed).
+        failed = [r for r in run.results if r.status != OK or metric in r.errors]
+        cpu, wall = run.cpu_seconds.get(metric, 0.0), run.wall_seconds.get(metric, 0.0)
+        if metric == "sim":
+            sims = [r.values["sim"] for r in scored]
+            out.update({
+                "sim_mean": _mean(sims),
+                "sim_median": _median(sims),
+                "sim_share_below_threshold": _share_below(sims, sim_threshold),
+                "sim_threshold": sim_threshold,
+                "sim_backend": descriptions[0]["backend"],
+                "sim_model": descriptions[0]["model"],
+                "sim_note": descriptions[0]["comparable_to"],
+            })
+        else:
+            keys = [k for d in descriptions for k in d["keys"]]
+            for key in keys:
+                values = [r.values[key] for r in scored if key in r.values]
+                out[f"{key}_mean"] = _mean(values)
+            overall = [r.values.get("dnsmos_ovrl", r.values.get("utmos")) for r in scored]
+            overall = [v for v in overall if v is not None]
+            out.update({
+                "dnsmos_ovrl_median": _median([r.values["dnsmos_ovrl"] for r in scored if "dnsmos_ovrl" in r.values])
+                if "dnsmos_ovrl" in keys else None,
+                "mos_share_below_threshold": _share_below(overall, mos_threshold),
+                "mos_threshold": mos_threshold,
+                "mos_backends": [d["backend"] for d in descriptions],
+                "mos_models": {d["backend"]: d["model"] for d in descriptions},
+                "mos_notes": {d["backend"]: d["comparable_to"] for d in descriptions},
+            })
+        out.update({
+            f"num_{metric}_scored": len(scored),
+            f"num_{metric}_failed": len(failed),
+            f"{metric}_failed": [
+                {"utt": r.utt, "status": r.status, "error": r.errors.get(metric) or r.error} for r in failed
+            ],
+            f"{metric}_cpu_s_total": round(cpu, 3),
+            f"{metric}_cpu_s_per_utt": round(cpu / len(ok), 4) if ok else None,
+            f"{metric}_wall_s_per_utt": round(wall / len(ok), 4) if ok else None,
+        })
+    out["num_low_sim"] = sum(1 for r in run.results if Reason.LOW_SIM in r.reasons)
+    out["num_low_mos"] = sum(1 for r in run.results if Reason.LOW_MOS in r.reasons)
+    return out
+
