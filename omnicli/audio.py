@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,33 @@ def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
 def write_wav_atomic(path: str | os.PathLike, pcm: np.ndarray, sample_rate: int) -> Path:
     """Writes 16-bit PCM WAV via temp file + rename: never a truncated wav."""
     return write_bytes_atomic(path, wav_bytes(pcm, sample_rate))
+
+
+def wav_data_complete(path: str | os.PathLike) -> bool:
+    """True when a RIFF/WAVE file holds every byte of audio its header declares.
+
+    libsndfile reads a wav cut short as a shorter, valid file (it trusts the
+    file's length over the header), so a write torn behind our back looks fine
+    to `sf.info`; the header's `data` chunk size tells what should be there.
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:] != b"WAVE":
+                return False
+            offset = 12
+            while True:
+                f.seek(offset)
+                chunk = f.read(8)
+                if len(chunk) < 8:
+                    return False  # no data chunk at all
+                chunk_id, chunk_size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+                if chunk_id == b"data":
+                    return offset + 8 + chunk_size <= size
+                offset += 8 + chunk_size + (chunk_size & 1)  # RIFF chunks are word aligned
+    except OSError:
+        return False
 
 
 def rms_dbfs(pcm: np.ndarray) -> float:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from omnicli.commands import bench, datasets, env, eval_wer, models, profiles, schema, synth
 from omnicli.commands import eval as eval_cmd
@@ -15,7 +19,36 @@ quiet_vllm()
 # `-h` works wherever `--help` does (subcommands inherit the context settings).
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
+
+class OmniGroup(TyperGroup):
+    """Typer's group, with plain usage errors when stderr is not a terminal.
+
+    Typer draws usage errors in a Rich panel sized to the terminal, which cuts
+    an option name or a path in two when the output goes to a log or a pipe;
+    there click's plain one-line `Error: ...` is printed instead.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if _is_terminal(sys.stderr):
+            return super().main(*args, **kwargs)
+        rich_markup_mode = self.rich_markup_mode
+        self.rich_markup_mode = None
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            self.rich_markup_mode = rich_markup_mode
+
+
+def _is_terminal(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
 app = typer.Typer(
+    cls=OmniGroup,
     name="omni",
     help=(
         "Offline text-to-speech toolkit: batch synthesis, load benchmarks and "

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from omnicli import __version__
 from omnicli.atomic import JsonlAppender, read_jsonl, write_json_atomic, write_text_atomic
-from omnicli.audio import write_wav_atomic
+from omnicli.audio import wav_data_complete, write_wav_atomic
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
 from omnicli.driver.inputs import request_from_row
 from omnicli.engine.request import EngineLike
@@ -130,6 +130,8 @@ def last_results(out_dir: Path) -> dict[str, SynthResult]:
 
 def wav_matches(path: Path, audio_seconds: float | None) -> bool:
     """True when `path` is a readable wav of the recorded length (not damaged since)."""
+    if not wav_data_complete(path):  # cut short: sf.info would report the shorter length
+        return False
     try:
         info = sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, OSError):

@@ -90,8 +90,12 @@ def test_unreadable_reference_exits_2(no_engine, tmp_path):
 
 
 def test_missing_manifest_and_bad_profile_exit_2(no_engine, tmp_path):
-    assert runner.invoke(app, ["bench", str(tmp_path / "nope.lst")]).exit_code == 2
-    assert runner.invoke(app, ["bench", "--profile", "no_such_profile_xyz"]).exit_code == 2
+    missing = runner.invoke(app, ["bench", str(tmp_path / "nope.lst")])
+    assert missing.exit_code == 2
+    assert f"error: {tmp_path / 'nope.lst'}: manifest not found" in missing.output.splitlines(), missing.output
+    bad_profile = runner.invoke(app, ["bench", "--profile", "no_such_profile_xyz"])
+    assert bad_profile.exit_code == 2
+    assert "profile error" in bad_profile.output and "no_such_profile_xyz" in bad_profile.output, bad_profile.output
 
 
 def test_engine_start_failure_exits_3(monkeypatch, tmp_path):
@@ -199,11 +203,15 @@ class StandIn:
         if second and not self.announced:
             self.announced = True
             print("second pass", self.child.pid, flush=True)
-        for i in range(4):
-            await asyncio.sleep(300 if second and mode == "hang" else 0.05)
-            if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
-                raise EngineDead(self.fault())
-            yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
+        try:
+            for i in range(4):
+                await asyncio.sleep(300 if second and mode == "hang" else 0.05)
+                if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
+                    raise EngineDead(self.fault())
+                yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
+        except (asyncio.CancelledError, GeneratorExit):
+            print("cancelled", req.request_id, flush=True)
+            raise
 
     def fault(self):
         return "the talker (vLLM engine core) aborted its requests" if self.child.poll() is not None else None
@@ -240,7 +248,7 @@ class StandInBench:
         self.out = tmp_path
         self.proc = subprocess.Popen(
             [sys.executable, "-c", STAND_IN_BENCH, mode, str(tmp_path)], cwd=REPO, start_new_session=True,  # a shell job
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
         self.engine_process: psutil.Process | None = None
@@ -290,9 +298,11 @@ def test_first_ctrl_c_finishes_in_flight_requests_reports_completed_passes_and_e
             os.killpg(bench.proc.pid, signal.SIGINT)
         else:
             bench.proc.send_signal(signal.SIGINT)
-        rc, took, output = bench.finish(30)
+        rc, took, output = bench.finish(120)
         assert rc == 130, output
-        assert took < 5  # the requests in flight finished (0.2 s each) well within the grace period
+        assert took < 120  # not hanging; how fast is the machine's business
+        if not to_group:  # the requests in flight finished within the grace period: none was cancelled
+            assert "cancelled" not in output
         assert "SIGINT: stopping" in output and "engine closed" in output  # a graceful close
         assert "default c2 was interrupted and is not reported" in output
         assert "interrupted: the engine was closed; 1 completed pass(es) reported" in output
@@ -312,9 +322,9 @@ def test_second_signal_forces_exit_ends_the_engine_process_and_keeps_completed_p
         bench.wait_for("SIGINT")  # the first one only asked to stop; the requests hang
         assert bench.proc.poll() is None and engine_process.is_running()
         bench.proc.send_signal(signal.SIGTERM)
-        rc, took, output = bench.finish(30)
+        rc, took, output = bench.finish(120)
         assert rc == 130, output
-        assert took < 10 and "SIGTERM: forced exit; completed passes are kept" in output
+        assert took < 60 and "SIGTERM: forced exit; completed passes are kept" in output  # not the 300 s hang
         assert "engine closed" not in output
         assert_gone(engine_process)
         doc = bench.result()
@@ -325,8 +335,8 @@ def test_ctrl_c_during_engine_start_up_exits_at_once_leaving_no_engine_process(t
     with StandInBench(tmp_path, "starting") as bench:
         engine_process = bench.wait_for_engine("stand-in starting")
         bench.proc.send_signal(signal.SIGINT)
-        rc, took, output = bench.finish(30)
-        assert rc == 130 and took < 10, output
+        rc, took, output = bench.finish(120)
+        assert rc == 130 and took < 60, output  # not the stand-in's 300 s start-up
         assert "forced exit" in output
         assert_gone(engine_process)
         assert not (tmp_path / "r.json").exists()  # nothing was measured

@@ -1,14 +1,20 @@
-"""Load shapes: closed loop cap, Poisson/gamma arrivals, inf = all at once."""
+"""Load shapes: closed loop cap, Poisson/gamma arrivals, inf = all at once.
+
+drive() runs on a virtual-time event loop (tests/virtual_time.py): its rules
+are about order and schedule, so every timestamp below is exact and no test
+depends on how fast or how loaded the machine is.
+"""
 
 import asyncio
 import math
-import time
 
 import numpy as np
 import pytest
 
 from omnicli.driver.load import LoadShape, arrival_offsets
 from omnicli.driver.load import offer as drive
+from tests import virtual_time
+from tests.virtual_time import now
 
 
 class InFlight:
@@ -21,7 +27,7 @@ class InFlight:
     async def send(self, item):
         self.now += 1
         self.peak = max(self.peak, self.now)
-        self.started.append((item, time.perf_counter()))
+        self.started.append((item, now()))
         try:
             await asyncio.sleep(self.hold)
         finally:
@@ -31,7 +37,7 @@ class InFlight:
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_closed_loop_never_exceeds_n_in_flight_and_reaches_it(n):
     probe = InFlight()
-    asyncio.run(drive(list(range(20)), probe.send, LoadShape(concurrency=n)))
+    virtual_time.run(drive(list(range(20)), probe.send, LoadShape(concurrency=n)))
     assert probe.peak == n
     assert sorted(i for i, _ in probe.started) == list(range(20))
     assert [i for i, _ in probe.started] == list(range(20))  # FIFO order
@@ -39,10 +45,9 @@ def test_closed_loop_never_exceeds_n_in_flight_and_reaches_it(n):
 
 def test_inf_rate_without_cap_submits_all_at_once():
     probe = InFlight(hold=0.2)
-    asyncio.run(drive(list(range(30)), probe.send, LoadShape()))
+    virtual_time.run(drive(list(range(30)), probe.send, LoadShape()))
     assert probe.peak == 30  # all in before the first finished
-    starts = [t for _, t in probe.started]
-    assert max(starts) - min(starts) < 0.15
+    assert {t for _, t in probe.started} == {0.0}
 
 
 def test_poisson_mean_inter_arrival_is_one_over_rate():
@@ -72,18 +77,15 @@ def test_arrivals_are_reproducible_from_the_seed():
 def test_open_loop_submits_on_schedule():
     shape = LoadShape(request_rate=50.0, seed=3)
     probe = InFlight(hold=0.0)
-    t0 = time.perf_counter()
-    asyncio.run(drive(list(range(15)), probe.send, shape))
+    virtual_time.run(drive(list(range(15)), probe.send, shape))
     expected = arrival_offsets(15, 50.0, seed=3)
-    actual = np.array([t for _, t in probe.started]) - t0
-    # never early, and not far behind schedule
-    assert np.all(actual >= expected - 0.002)
-    assert np.all(actual - expected < 0.1)
+    actual = np.array([t for _, t in probe.started])
+    assert np.allclose(actual, expected, rtol=0, atol=1e-9)  # each request exactly on its arrival time
 
 
 def test_open_loop_with_cap():
     probe = InFlight(hold=0.05)
-    asyncio.run(drive(list(range(12)), probe.send, LoadShape(concurrency=2, request_rate=500.0)))
+    virtual_time.run(drive(list(range(12)), probe.send, LoadShape(concurrency=2, request_rate=500.0)))
     assert probe.peak == 2
 
 
@@ -100,10 +102,16 @@ def test_a_raising_send_cancels_the_rest_and_propagates():
             cancelled.append(i)
             raise
 
-    t0 = time.perf_counter()
+    async def timed():
+        try:
+            await drive(list(range(5)), send, LoadShape(concurrency=5))
+        finally:
+            took.append(now())
+
+    took = []
     with pytest.raises(RuntimeError, match="engine died"):
-        asyncio.run(drive(list(range(5)), send, LoadShape(concurrency=5)))
-    assert time.perf_counter() - t0 < 0.5
+        virtual_time.run(timed())
+    assert took == [0.0]  # nobody waited for the 1 s requests
     # those in flight are cancelled; those behind the failure are never sent
     assert sent == [0, 1, 2] and sorted(cancelled) == [0, 1]
 
@@ -116,15 +124,15 @@ def run_until_stopped(items, send, shape, stop_after_s, grace_s):
         stop = asyncio.Event()
 
         def set_stop():
-            stopped_at.append(time.perf_counter())
+            stopped_at.append(now())
             stop.set()
 
         asyncio.get_running_loop().call_later(stop_after_s, set_stop)
-        t0 = time.perf_counter()
+        t0 = now()
         complete = await drive(items, send, shape, stop=stop, grace_s=grace_s)
-        return complete, time.perf_counter() - t0
+        return complete, now() - t0
 
-    complete, took = asyncio.run(main())
+    complete, took = virtual_time.run(main())
     return complete, took, stopped_at[0] if stopped_at else None
 
 
@@ -138,11 +146,21 @@ def test_stop_admits_nothing_more_and_lets_requests_in_flight_finish(shape):
         finished.append(item)
 
     complete, took, stopped_at = run_until_stopped(list(range(40)), send, shape, stop_after_s=0.25, grace_s=5.0)
-    assert not complete
-    assert 2 <= len(probe.started) < 20  # ~0.25 s of a 2-wide or 20/s schedule, not 40
+    assert not complete and stopped_at == 0.25
+    arrivals = arrival_offsets(40, shape.request_rate)
+    slots = [0.0] * (shape.concurrency or 40)  # when each slot is next free
+    expected_starts = []
+    for arrival in arrivals:
+        start = max(arrival, min(slots))  # FIFO: the next request takes the first free slot
+        if start >= stopped_at:
+            break  # not admitted: the stop came first
+        slots[slots.index(min(slots))] = start + 0.1
+        expected_starts.append(start)
+    assert len(expected_starts) >= 3
+    assert [t for _, t in probe.started] == pytest.approx(expected_starts, abs=1e-9)
     assert all(t <= stopped_at for _, t in probe.started)  # none admitted after the stop
     assert sorted(finished) == sorted(i for i, _ in probe.started)  # the grace let every started one finish
-    assert took < 2.0
+    assert took == pytest.approx(max(t for _, t in probe.started) + 0.1)  # the last one's 0.1 s, no more
 
 
 def test_stop_cancels_what_outlives_the_grace_period():
@@ -157,7 +175,7 @@ def test_stop_cancels_what_outlives_the_grace_period():
 
     complete, took, _ = run_until_stopped(list(range(10)), send, LoadShape(concurrency=3), stop_after_s=0.05, grace_s=0.2)
     assert not complete and sorted(cancelled) == [0, 1, 2]
-    assert 0.2 <= took < 2.0
+    assert took == pytest.approx(0.05 + 0.2)  # stopped at 0.05 s, cancelled when the 0.2 s grace ended
 
 
 def test_a_stop_after_every_request_was_sent_still_counts_as_complete():

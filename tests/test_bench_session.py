@@ -16,6 +16,7 @@ import pytest
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
 from omnicli.driver import LoadShape, Prompt, run_request
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from tests import virtual_time
 
 SR = 1000
 
@@ -255,10 +256,15 @@ class StopAt(Recorder):
 
 
 def run_stopped(session, observer):
+    """Runs the session on virtual time (tests/virtual_time.py); returns its length in (virtual) seconds."""
     observer.session = session
-    t0 = time.perf_counter()
-    asyncio.run(session.run())
-    return time.perf_counter() - t0
+
+    async def timed():
+        t0 = virtual_time.now()
+        await session.run()
+        return virtual_time.now() - t0
+
+    return virtual_time.run(timed())
 
 
 def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_profile():
@@ -273,7 +279,9 @@ def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_p
     assert session.unfinished == "a c2" and session.stopped
     assert len([i for i in engine.seen if "-c2-" in i]) < 40  # submission stopped
     assert [e[1] for e in stopper.events if e[0] == "phase"] == ["a c8", "a c2"]  # c4 never began
-    assert took < 3.0
+    # virtual time: the c8 pass (5 rounds of 3 chunks of 10 ms), 0.1 s of c2, then at most
+    # the 3 chunks of the 2 requests in flight; no further request was started
+    assert took <= 0.15 + 0.1 + 0.03 + 1e-9
 
 
 def test_requests_that_outlive_the_grace_period_are_cancelled():
@@ -283,7 +291,7 @@ def test_requests_that_outlive_the_grace_period_are_cancelled():
     session = session_for(engines, ["a"] * 4, plan, observer=stopper, engine_kwargs={"a": {"step": 10.0}})
     session.grace_s = 0.2
     took = run_stopped(session, stopper)
-    assert 0.3 <= took < 3.0  # not the 30 s the requests would take
+    assert took == pytest.approx(0.1 + 0.2)  # the stop, then the grace period; not the 30 s the requests need
     assert engines[0].closed and engines[0].in_flight == 0 and session.results == []
     assert session.unfinished == "a c2"
 

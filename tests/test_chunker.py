@@ -1,8 +1,11 @@
 """The per-request Chunker: initial/steady sizes, ramps, flush and the bare terminal."""
 
 import numpy as np
+import pytest
+from pydantic import ValidationError
 
 from omnicli.engine.chunker import Chunker
+from omnicli.profile.schema import CodecStageConfig
 
 K = 4
 
@@ -72,8 +75,52 @@ def test_a_steady_size_larger_than_the_input_flushes_everything_as_the_tail():
     assert len(ch.flush()) == 7
 
 
-def test_from_config_takes_the_profile_section():
-    from omnicli.profile.schema import CodecStageConfig
+# The sizes are validated by the profile schema (the Chunker takes them as given): the
+# rules live there, and these tests hold them.
+@pytest.mark.parametrize(
+    ("fields", "key", "reason"),
+    [
+        ({"initial_codec_chunk_frames": 0}, "initial_codec_chunk_frames", "greater than or equal to 1"),
+        ({"codec_chunk_frames": 0}, "codec_chunk_frames", "greater than or equal to 1"),
+        ({"codec_chunk_ramp": []}, "codec_chunk_ramp", "codec_chunk_ramp must not be empty"),
+        ({"codec_chunk_ramp": [1, 0]}, "codec_chunk_ramp", "every entry of codec_chunk_ramp must be >= 1"),
+    ],
+)
+def test_invalid_sizes_are_rejected_by_the_profile_schema_with_the_key(fields, key, reason):
+    with pytest.raises(ValidationError) as caught:
+        CodecStageConfig(**fields)
+    (error,) = caught.value.errors()
+    assert error["loc"] == (key,) and reason in error["msg"]
 
+
+def test_sizes_of_one_frame_are_allowed_and_zero_is_refused():
+    ch = Chunker.from_config(K, CodecStageConfig(initial_codec_chunk_frames=1, codec_chunk_frames=1, codec_chunk_ramp=[1]))
+    assert sizes(ch.feed(frames(3))) == [1, 1, 1]
+    for key in ("initial_codec_chunk_frames", "codec_chunk_frames"):
+        with pytest.raises(ValidationError) as caught:
+            CodecStageConfig(**{key: 0})
+        (error,) = caught.value.errors()
+        assert error["loc"] == (key,) and error["type"] == "greater_than_equal" and error["ctx"]["ge"] == 1
+
+
+def test_codes_come_out_as_int64_whatever_they_went_in_as():
+    ch = Chunker(K, initial_frames=2, chunk_frames=3)
+    out = ch.feed(frames(4).astype(np.float64)) + ch.feed(frames(1, 4).astype(np.int32))
+    rest = ch.flush()
+    assert [c.dtype for c in out] == [np.int64, np.int64] and rest.dtype == np.int64
+    assert Chunker(K, 2, 3).flush().dtype == np.int64  # the bare terminal too
+    assert np.array_equal(np.concatenate([*out, rest])[:, 0], np.arange(5))
+
+
+def test_flush_empties_the_buffer_and_counts_one_chunk():
+    ch = Chunker(K, initial_frames=2, chunk_frames=5, ramp=[2, 3, 4])
+    assert sizes(ch.feed(frames(3))) == [2] and ch.chunks_emitted == 1
+    assert len(ch.flush()) == 1 and ch.chunks_emitted == 2
+    assert ch.next_size() == 4  # the partial chunk took the ramp's second place
+    assert len(ch.flush()) == 0 and ch.chunks_emitted == 2  # nothing left: the bare terminal, not a chunk
+    assert sizes(ch.feed(frames(4, 3))) == [4]  # nothing stale came back after the flush
+
+
+def test_from_config_takes_the_profile_section():
     ch = Chunker.from_config(K, CodecStageConfig(initial_codec_chunk_frames=2, codec_chunk_frames=3, codec_chunk_ramp=[1, 2]))
     assert [len(c) for c in ch.feed(np.zeros((9, K), np.int64))] == [1, 2, 3, 3]

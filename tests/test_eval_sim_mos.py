@@ -20,6 +20,7 @@ from omnicli.commands.common import EXIT_SOME_FAILED, EXIT_USAGE
 from omnicli.evaluation.scorers import ScoreItem, Scorer, ScorerSetupError, audio_summary, score_audio
 from omnicli.evaluation.scorers.base import SAMPLE_RATE
 from omnicli.manifest import ManifestRow
+from tests import needs
 
 LIBRIVOX = Path("/usr/share/pocketsphinx/test/data/librivox")
 VOICES = ("slt", "rms", "awb", "kal16")
@@ -33,8 +34,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def voices(tmp_path_factory) -> dict[str, Path]:
     """{voice-sentence: wav}: four flite voices, two sentences each."""
-    if shutil.which("flite") is None:
-        pytest.skip("Debian flite is not installed (apt-get install flite)")
+    needs.program("flite", "Debian flite is not installed (apt-get install flite)")
     root = tmp_path_factory.mktemp("voices")
     out = {}
     for voice in VOICES:
@@ -47,7 +47,7 @@ def voices(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def dvector():
-    pytest.importorskip("resemblyzer")
+    needs.module("resemblyzer", "resemblyzer is not installed (scripts/setup.sh installs it with the eval extra)")
     from omnicli.evaluation.scorers.sim import load_sim
 
     return load_sim("dvector")
@@ -55,7 +55,7 @@ def dvector():
 
 @pytest.fixture(scope="module")
 def dnsmos():
-    pytest.importorskip("speechmos")
+    needs.module("speechmos", "speechmos (the eval extra) is not installed")
     from omnicli.evaluation.scorers.mos import load_mos
 
     (scorer,) = load_mos("dnsmos")
@@ -76,8 +76,7 @@ def test_flite_same_voice_scores_higher_sim_than_any_other_voice(voices, dvector
 
 def test_librivox_reader_scores_higher_sim_with_herself_than_with_flite(voices, dvector):
     clips = sorted(LIBRIVOX.glob("*.wav"))
-    if len(clips) < 3:
-        pytest.skip("pocketsphinx-testdata is not installed (apt-get install pocketsphinx-testdata)")
+    needs.present(len(clips) >= 3, "pocketsphinx-testdata is not installed (apt-get install pocketsphinx-testdata)")
     same = [_sim(dvector, a, b) for a, b in combinations(clips, 2)]
     different = [_sim(dvector, clip, voices[f"{v}-a"]) for clip in clips for v in VOICES]
     assert min(same) > max(different), (same, different)

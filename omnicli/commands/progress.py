@@ -67,7 +67,8 @@ class PlainProgress(Progress):
         with self._lock:
             task = self._tasks.get(task_id)
         if task is not None:
-            self.console.print(progress_line(task), highlight=False, markup=False)
+            # soft_wrap: one line per update whatever console and width it is given (logs are read by scripts)
+            self.console.print(progress_line(task), highlight=False, markup=False, soft_wrap=True)
 
     def stop_task(self, task_id: TaskID) -> None:
         """Ends one task (a phase): its last line now, not when the whole display stops."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from omnicli.commands.common import (
     EXIT_ENGINE,
@@ -252,7 +253,9 @@ class _Session(EngineRunInterrupts):
 
 
 def _print_summary(summary: SynthSummary, out: Path) -> None:
-    table = Table(title=f"omni synth -> {out}", show_header=False)
+    # The heading is a line of its own: a table title wraps at the table's width, cutting OUT's path.
+    console.print(Text(f"omni synth -> {out}"), highlight=False)
+    table = Table(show_header=False)
     run = summary.this_run
     table.add_row("rows", str(summary.num_rows))
     table.add_row("ok / failed / pending", f"{summary.num_ok} / {summary.num_failed} / {summary.num_pending}")
