@@ -42,7 +42,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "wer": ("omnicli/evaluation/wer.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py"]),
-    "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py"]),
+    "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py", "tests/test_profile_loader_edges.py"]),
 }
 
 # Surviving mutants that do not change behaviour: mutant name -> why. They are left out
