@@ -5,6 +5,7 @@ test_profiles.py let survive (scripts/mutation.py profile_loader)."""
 
 from __future__ import annotations
 
+import locale
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,17 @@ def test_unreadable_file_names_the_file():
     [problem] = problems_of(b"seed: \xff\xfe\n")
     assert problem.startswith("p.yaml: cannot read profile: ")
     assert "utf-8" in problem
+
+
+def test_profiles_are_read_as_utf8_whatever_the_locale_says():
+    write("p.yaml", 'model_options: {voice: "h\u00e9l\u00e8ne"}\n')
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # its encoding is ASCII
+    try:
+        resolved = load_profile("p.yaml", platform="cpu")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert resolved.profile.model_options == {"voice": "h\u00e9l\u00e8ne"}
 
 
 def test_yaml_syntax_error_names_the_line_and_the_problem():
