@@ -43,7 +43,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
     "records": ("omnicli/driver/records.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py"]),
-    "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py"]),
+    "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py", "tests/test_profile_loader_edges.py"]),
 }
 
 # Surviving mutants that do not change behaviour: mutant name -> why. They are left out
@@ -82,6 +82,31 @@ EQUIVALENT: dict[str, str] = {
     "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_9": "needs_newline None is as false as False (only tested for truth)",
     "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_27": "read(None) at one byte before the end reads that one byte, as read(1)",
     "omnicli.atomic.xǁJsonlAppenderǁ__init____mutmut_28": "read(2) at one byte before the end reads that one byte, as read(1)",
+    "omnicli.profile.loader.x__read_yaml__mutmut_4": "'UTF-8' and 'utf-8' name the same codec",
+    "omnicli.profile.loader.x__read_yaml__mutmut_11": "yaml.compose's default Loader has the same resolver as SafeLoader: the same nodes, so the same line index",
+    "omnicli.profile.loader.x__format_error__mutmut_23": "no setting is a list of lists, so an error's location holds at most one index and the joiner is never used",
+    "omnicli.profile.loader.x__format_error__mutmut_53": "no setting is required (all have defaults), so pydantic never reports 'missing'",
+    "omnicli.profile.loader.x__format_error__mutmut_54": "no setting is required (all have defaults), so pydantic never reports 'missing'",
+    "omnicli.profile.loader.x__format_error__mutmut_55": "unknown keys are refused before validation, so pydantic never reports 'extra_forbidden'",
+    "omnicli.profile.loader.x__format_error__mutmut_56": "unknown keys are refused before validation, so pydantic never reports 'extra_forbidden'",
+    "omnicli.profile.loader.x__normalize__mutmut_87": "an overlay that sets device is already an error, and the load stops before the overlay is used",
+    "omnicli.profile.loader.x__normalize__mutmut_88": "an overlay that sets device is already an error, and the load stops before the overlay is used",
+    "omnicli.profile.loader.x__normalize__mutmut_98": "allow_meta None is as false as False (only tested for truth)",
+    "omnicli.profile.loader.x__unknown_key__mutmut_26": "get_close_matches returns the best match first, so close[0] is the same for n=3 as for n=1",
+    "omnicli.profile.loader.x__unknown_key__mutmut_29": "get_close_matches returns the best match first, so close[0] is the same for n=2 as for n=1",
+    "omnicli.profile.loader.x_load_profile__mutmut_39": "a missing device defaults to something that is not cpu or cuda either way: the platform is detected",
+    "omnicli.profile.loader.x_load_profile__mutmut_41": "a missing device defaults to something that is not cpu or cuda either way: the platform is detected",
+    "omnicli.profile.loader.x_load_profile__mutmut_44": "a missing device defaults to something that is not cpu or cuda either way: the platform is detected",
+    "omnicli.profile.loader.x_load_profile__mutmut_45": "a missing device defaults to something that is not cpu or cuda either way: the platform is detected",
+    "omnicli.profile.loader.x_load_profile__mutmut_60": "the platforms.* locations left behind are never looked up: origins are read for schema keys and errors name schema keys",
+    "omnicli.profile.loader.x_load_profile__mutmut_61": "the platforms.* locations left behind are never looked up: origins are read for schema keys and errors name schema keys",
+    "omnicli.profile.loader.x_load_profile__mutmut_74": "every leaf of the chosen overlay was recorded with a location when its file was merged, so the default is never used",
+    "omnicli.profile.loader.x_load_profile__mutmut_76": "every leaf of the chosen overlay was recorded with a location when its file was merged, so the default is never used",
+    "omnicli.profile.loader.x_load_profile__mutmut_91": "the values check_platform refuses (v2, triton) are never defaults, so their key always has a recorded location",
+    "omnicli.profile.loader.x_load_profile__mutmut_93": "the values check_platform refuses (v2, triton) are never defaults, so their key always has a recorded location",
+    "omnicli.profile.loader.x__apply_set__mutmut_14": "the value was just parsed from the --set string and nothing else holds it: a shallow copy is as good",
+    "omnicli.profile.loader.xǁ_Treeǁ_merge__mutmut_22": "nothing reads a merged layer again, so sharing its nested values with the tree changes no result",
+    "omnicli.profile.loader.xǁ_Treeǁforget__mutmut_5": "stale locations below a key that now holds a scalar are never looked up: errors are reported at schema keys, which have nothing below a scalar",
 }
 
 KILLED = {"killed", "timeout"}  # a mutant that makes a test hang is caught too
