@@ -31,7 +31,7 @@ from omnicli.commands.common import (
     set_verbosity,
     status,
 )
-from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_summary
+from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_summary
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -87,15 +87,7 @@ def print_audio_summary(summary: dict) -> None:
             if detail not in problems.setdefault(key, []):
                 problems[key].append(detail)
     problems = [(utt, status, "; ".join(details)) for (utt, status), details in problems.items()]
-    if problems:
-        listing = Table(title="not scored (SIM/MOS)", title_justify="left")
-        for column in ("utt", "status", "detail"):
-            listing.add_column(column)
-        for utt, status, detail in problems[:20]:
-            listing.add_row(utt, status, detail)
-        if len(problems) > 20:
-            listing.add_row("...", f"{len(problems) - 20} more", "see the results files")
-        console.print(listing)
+    print_not_scored("not scored (SIM/MOS)", problems)
 
 
 def eval_command(

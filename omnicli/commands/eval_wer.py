@@ -99,15 +99,21 @@ def print_summary(summary: dict) -> None:
     problems = [(utt, "missing", "no wav / no cached transcript") for utt in summary["missing"]] + [
         (f["utt"], f["status"], f["error"] or "") for f in summary["failed"]
     ]
-    if problems:
-        listing = Table(title="not scored", title_justify="left")
-        for column in ("utt", "status", "detail"):
-            listing.add_column(column)
-        for utt, state, detail in problems[:20]:
-            listing.add_row(utt, state, detail)
-        if len(problems) > 20:
-            listing.add_row("...", f"{len(problems) - 20} more", "see the results files")
-        console.print(listing)
+    print_not_scored("not scored", problems)
+
+
+def print_not_scored(title: str, problems: list[tuple[str, str, str]], shown: int = 20) -> None:
+    """The first `shown` (utt, status, detail) rows that got no score, as a table."""
+    if not problems:
+        return
+    listing = Table(title=title, title_justify="left")
+    for column in ("utt", "status", "detail"):
+        listing.add_column(column)
+    for utt, state, detail in problems[:shown]:
+        listing.add_row(utt, state, detail)
+    if len(problems) > shown:
+        listing.add_row("...", f"{len(problems) - shown} more", "see the results files")
+    console.print(listing)
 
 
 def eval_wer(

@@ -20,7 +20,7 @@ from omnicli import __version__
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
-from omnicli.evaluation.results import EvalStatus
+from omnicli.evaluation.results import EvalStatus, tsv_cell
 from omnicli.evaluation.scorers.base import Scorer
 
 METRICS = ("wer", "sim", "mos")
@@ -175,19 +175,9 @@ def all_scored(summary: Mapping) -> bool:
     )
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        value = ",".join(map(str, value))
-    return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
-
-
 def write_eval_results(out_dir: str | os.PathLike, rows: Sequence[dict], cols: Sequence[str], summary: dict) -> dict[str, Path]:
     out = Path(out_dir)
-    tsv = "\t".join(cols) + "\n" + "".join("\t".join(_cell(row.get(c)) for c in cols) + "\n" for row in rows)
+    tsv = "\t".join(cols) + "\n" + "".join("\t".join(tsv_cell(row.get(c)) for c in cols) + "\n" for row in rows)
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
     return {

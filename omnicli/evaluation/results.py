@@ -99,13 +99,14 @@ class WerResult:
         return values
 
 
-def _tsv_cell(value) -> str:
+def tsv_cell(value) -> str:
+    """One TSV cell: empty for None, true/false, lists comma-joined; tabs and line breaks become spaces."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        value = ",".join(value)
+        value = ",".join(map(str, value))
     # One row per line: tabs and line breaks inside texts become spaces (the JSONL keeps them).
     return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
 
@@ -145,7 +146,7 @@ def write_results(
     results = list(results)
     rows = [r.to_dict() for r in results]
     tsv = "\t".join(TSV_COLUMNS) + "\n" + "".join(
-        "\t".join(_tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
+        "\t".join(tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
     )
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
