@@ -11,6 +11,7 @@ every place looked and how to provide the files.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,3 +108,18 @@ def status(spec: CheckpointSpec, value: str | None) -> tuple[bool, str]:
             return True, str(folder)
         notes.append(f"{folder} (missing {', '.join(missing)})")
     return False, "; ".join(notes)
+
+
+def write_published_talker_config(path: Path, *, rope_theta: float, keep_rope_scaling: bool) -> None:
+    """Rewrite a talker config saved by transformers 5 (`rope_parameters`, `dtype`) in the published
+    transformers 4 keys (`rope_theta`, `rope_scaling`, `torch_dtype`), so loaders meet what users have.
+
+    `keep_rope_scaling`: keep what is left of `rope_parameters` as `rope_scaling` (Llama 3.2's scaled
+    RoPE); otherwise `rope_scaling` is null, as in the published Qwen2 config.
+    """
+    cfg = json.loads(path.read_text())
+    rope = dict(cfg.pop("rope_parameters", None) or {})
+    cfg["rope_theta"] = rope.pop("rope_theta", rope_theta)
+    cfg["rope_scaling"] = (rope or None) if keep_rope_scaling else None
+    cfg["torch_dtype"] = cfg.pop("dtype", "bfloat16")
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")

@@ -27,14 +27,13 @@ linear cross-fade over 2 frames (960 samples) with fade-in weights
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
-from omnicli.engine.models.checkpoints import CheckpointSpec, locate
+from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
 
 NAME = "neutts-air"
 
@@ -111,7 +110,7 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    _published_config_keys(dest / "talker" / "config.json")
+    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=False)
     tiny_tokenizer.build(dest / "talker", regular_size=text_vocab, added=added_tokens(), bos=None,
                          eos="<|im_end|>", pad="<|endoftext|>")
     torch.manual_seed(seed + 1)
@@ -132,15 +131,6 @@ def _randomize(model) -> None:
             if p.dim() >= 2:
                 p.normal_(0.0, 1.0 / math.sqrt(p[0].numel()))
 
-
-def _published_config_keys(path: Path) -> None:
-    """The published config (transformers 4) has `rope_theta` and `torch_dtype`, not `rope_parameters`/`dtype`."""
-    cfg = json.loads(path.read_text())
-    rope = dict(cfg.pop("rope_parameters", None) or {})
-    cfg["rope_theta"] = rope.pop("rope_theta", REAL_TALKER["rope_theta"])
-    cfg["rope_scaling"] = None
-    cfg["torch_dtype"] = cfg.pop("dtype", "bfloat16")
-    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 class NeuTTSAdapter(ModelAdapter):

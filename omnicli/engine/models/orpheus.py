@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
-from omnicli.engine.models.checkpoints import CheckpointSpec, locate
+from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
 
 NAME = "orpheus"
 
@@ -101,7 +101,7 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    _published_config_keys(dest / "talker" / "config.json")
+    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=True)
     tiny_tokenizer.build(dest / "talker", regular_size=128000, added=special_tokens(),
                          bos="<|begin_of_text|>", eos="<|eot_id|>")
     torch.manual_seed(seed + 1)
@@ -113,16 +113,6 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     return {"family": NAME, "talker_parameters": sum(p.numel() for p in talker.parameters()),
             "codec_parameters": sum(p.numel() for p in snac.parameters())}
 
-
-def _published_config_keys(path: Path) -> None:
-    """transformers 5 saves `rope_parameters`/`dtype`; the published file (transformers 4) has
-    `rope_theta`, `rope_scaling` and `torch_dtype`: write those, so loaders meet what users have."""
-    cfg = json.loads(path.read_text())
-    rope = dict(cfg.pop("rope_parameters", None) or {})
-    cfg["rope_theta"] = rope.pop("rope_theta", REAL_TALKER["rope_theta"])
-    cfg["rope_scaling"] = rope or None
-    cfg["torch_dtype"] = cfg.pop("dtype", "bfloat16")
-    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 class OrpheusAdapter(ModelAdapter):
