@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from omnicli import __version__
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
 from omnicli.evaluation.results import EvalStatus, tsv_cell
+from omnicli.evaluation.runner import run_facts
 from omnicli.evaluation.scorers.base import Scorer
 
 METRICS = ("wer", "sim", "mos")
@@ -152,18 +152,7 @@ def build_eval_summary(
             "missing": [r.utt for r in missing],
             "failed": [{"utt": r.utt, "status": str(r.status), "error": r.error} for r in failed],
         })
-    summary.update({
-        "keep_failed": str(retainer.directory) if retainer else None,
-        "num_retained": retainer.kept if retainer else 0,
-        "retention_errors": retainer.errors if retainer else 0,
-        "manifest": str(manifest) if manifest else None,
-        "gen_dir": str(gen_dir) if gen_dir else None,
-        "profile": profile_name,
-        "profile_digest": profile_digest,
-        "omni_version": __version__,
-        "started_at": outcome.started_at,
-        "wall_s": round(outcome.wall_seconds, 3),
-    })
+    summary.update(run_facts(retainer, manifest, gen_dir, profile_name, profile_digest, outcome.started_at, outcome.wall_seconds))
     return summary
 
 

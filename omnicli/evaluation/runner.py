@@ -257,6 +257,26 @@ def _flush(ev: _Evaluator, backend: AsrBackend, batch: list[_Pending]) -> None:
         ev.done(p.index, p.result)
 
 
+
+def run_facts(
+    retainer: Retainer | None, manifest: str | Path | None, gen_dir: str | Path | None,
+    profile_name: str | None, profile_digest: str | None, started_at: str, wall_seconds: float,
+) -> dict:
+    """The summary keys every evaluation run records about itself (eval-wer and eval alike)."""
+    return {
+        "keep_failed": str(retainer.directory) if retainer else None,
+        "num_retained": retainer.kept if retainer else 0,
+        "retention_errors": retainer.errors if retainer else 0,
+        "manifest": str(manifest) if manifest else None,
+        "gen_dir": str(gen_dir) if gen_dir else None,
+        "profile": profile_name,
+        "profile_digest": profile_digest,
+        "omni_version": __version__,
+        "started_at": started_at,
+        "wall_s": round(wall_seconds, 3),
+    }
+
+
 def build_wer_summary(
     run: EvalRun,
     *,
@@ -297,16 +317,7 @@ def build_wer_summary(
         "asr": dict(asr) if asr else None,
         "transcripts_file": str(transcripts_file) if transcripts_file else None,
         "wer_threshold": threshold,
-        "keep_failed": str(retainer.directory) if retainer else None,
-        "num_retained": retainer.kept if retainer else 0,
-        "retention_errors": retainer.errors if retainer else 0,
-        "manifest": str(manifest) if manifest else None,
-        "gen_dir": str(gen_dir) if gen_dir else None,
-        "profile": profile_name,
-        "profile_digest": profile_digest,
-        "omni_version": __version__,
-        "started_at": run.started_at,
-        "wall_s": round(run.wall_seconds, 3),
+        **run_facts(retainer, manifest, gen_dir, profile_name, profile_digest, run.started_at, run.wall_seconds),
         "asr_s_total": round(run.asr_seconds, 3),
         "asr_s_per_utt": round(run.asr_seconds / len(transcribed), 4) if transcribed else None,
     }
