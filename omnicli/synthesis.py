@@ -216,83 +216,19 @@ def cut_torn_tail(path: Path) -> bool:
         return True
 
 
-class SynthRun:
-    """Synthesizes planned rows with `concurrency` requests in flight: plan -> drive -> sink.
+class RowSink:
+    """The work one synthesized row needs, wherever its engine runs: the request a row
+    becomes (its per-utterance seed) and, once the engine answered, the judging, the
+    atomic OUT/<utt>.wav, the retained audio and the results row. `SynthRun` uses it
+    for a local run; each Ray actor of `omni synth --ray` has its own (same OUT)."""
 
-    The request driver (`omnicli.driver.drive`) runs the rows through the
-    engine; each record it yields is sunk here: judged, written atomically
-    as OUT/<utt>.wav, retained when suspect, and appended to results.jsonl.
-    `stop` (an asyncio.Event; set it on the run's loop) stops admitting
-    rows; requests in flight then get `grace_s` to finish before they are
-    cancelled and left pending. When the engine fails as a whole, the run
-    stops at once and `engine_error` says why. When OUT cannot be written
-    (disk full, I/O error), `output_error` says so and the run stops like
-    on `stop`; the row that hit it, and every row not written, stays pending.
-    """
-
-    def __init__(
-        self,
-        engine: EngineLike,
-        out_dir: Path,
-        *,
-        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
-        concurrency: int = 8,
-        max_new_tokens: int | None = None,
-        retainer: Retainer | None = None,
-        on_result: Callable[[SynthResult], None] | None = None,
-        grace_s: float = STOP_GRACE_S,
-    ):
-        self.engine = engine
-        self.resolved = resolved if resolved is not None else engine.resolved
+    def __init__(self, out_dir: Path, resolved, *, max_new_tokens: int | None = None, retainer: Retainer | None = None):
         self.out_dir = out_dir
-        self.concurrency = max(1, concurrency)
+        self.resolved = resolved
         self.max_new_tokens = max_new_tokens
         self.retainer = retainer
-        self.on_result = on_result or (lambda _result: None)
-        self.grace_s = grace_s
-        self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
-        self.results: list[SynthResult] = []
-        self.engine_error: str | None = None
-        self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
-        self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
-        self.wall_seconds = 0.0
-        self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
 
-    async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        tidy_out_dir(self.out_dir)
-        try:
-            with JsonlAppender(self.out_dir / RESULTS) as results:
-
-                def sink(record: RequestRecord) -> None:
-                    if self.output_error is None:
-                        try:
-                            result = self._finish(record)
-                            results.append(result.model_dump(mode="json"))  # after the wav is in place; whole or absent
-                        except OSError as exc:  # not this utterance's fault: stop, leave it pending
-                            self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
-                        else:
-                            self.results.append(result)
-                            self.on_result(result)
-                            return
-                    self._unwritten.append(record.utt)
-
-                driven = await drive(
-                    self.engine, [self._prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
-                    keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
-                )
-        finally:
-            tidy_out_dir(self.out_dir)
-        self.engine_error = driven.engine_error
-        self.left_pending = driven.left_pending + self._unwritten
-        self.wall_seconds = driven.wall_seconds
-        return self.results
-
-    def _output_failed(self, message: str) -> None:
-        self.output_error = message
-        self.stop.set()  # nothing new is submitted; requests in flight are not written
-
-    def _prompt(self, row: ManifestRow) -> Prompt:
+    def prompt(self, row: ManifestRow) -> Prompt:
         seed = utterance_seed(self.resolved.profile.seed, row.utt)
         return Prompt(
             row.utt,
@@ -302,7 +238,7 @@ class SynthRun:
             item=row,
         )
 
-    def _finish(self, record: RequestRecord) -> SynthResult:
+    def finish(self, record: RequestRecord) -> SynthResult:
         """One finished request -> its wav (when ok), retained audio (when suspect) and results row."""
         row: ManifestRow = record.prompt.item
         result = SynthResult(
@@ -352,6 +288,92 @@ class SynthRun:
         result.finished_at = _now()
         return result
 
+
+class SynthRun:
+    """Synthesizes planned rows with `concurrency` requests in flight: plan -> drive -> sink.
+
+    The request driver (`omnicli.driver.drive`) runs the rows through the
+    engine; each record it yields is sunk here: judged, written atomically
+    as OUT/<utt>.wav, retained when suspect, and appended to results.jsonl.
+    `stop` (an asyncio.Event; set it on the run's loop) stops admitting
+    rows; requests in flight then get `grace_s` to finish before they are
+    cancelled and left pending. When the engine fails as a whole, the run
+    stops at once and `engine_error` says why. When OUT cannot be written
+    (disk full, I/O error), `output_error` says so and the run stops like
+    on `stop`; the row that hit it, and every row not written, stays pending.
+    """
+
+    def __init__(
+        self,
+        engine: EngineLike,
+        out_dir: Path,
+        *,
+        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
+        concurrency: int = 8,
+        max_new_tokens: int | None = None,
+        retainer: Retainer | None = None,
+        on_result: Callable[[SynthResult], None] | None = None,
+        grace_s: float = STOP_GRACE_S,
+    ):
+        self.engine = engine
+        self.resolved = resolved if resolved is not None else engine.resolved
+        self.out_dir = out_dir
+        self.concurrency = max(1, concurrency)
+        self.max_new_tokens = max_new_tokens
+        self.retainer = retainer
+        self.on_result = on_result or (lambda _result: None)
+        self.grace_s = grace_s
+        self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
+        self.results: list[SynthResult] = []
+        self.engine_error: str | None = None
+        self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
+        self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
+        self.wall_seconds = 0.0
+        self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
+        self.rows = RowSink(out_dir, self.resolved, max_new_tokens=max_new_tokens, retainer=retainer)
+
+    async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        tidy_out_dir(self.out_dir)
+        try:
+            with JsonlAppender(self.out_dir / RESULTS) as results:
+                await self.drive_rows(rows, keep=lambda result: results.append(result.model_dump(mode="json")))
+        finally:
+            tidy_out_dir(self.out_dir)
+        return self.results
+
+    async def drive_rows(self, rows: list[ManifestRow], keep: Callable[[SynthResult], None] | None = None) -> list[SynthResult]:
+        """Runs `rows` through the engine; each result goes to `keep` (after its wav is in
+        place), then to `results` and `on_result`. `run` keeps them in results.jsonl; a Ray
+        actor (`omnicli.scaleout.ray_synth`) hands them to the driver, the only writer of it.
+        An OSError from `keep` stops the run like an unwritable OUT."""
+
+        def sink(record: RequestRecord) -> None:
+            if self.output_error is None:
+                try:
+                    result = self.rows.finish(record)
+                    if keep is not None:
+                        keep(result)  # after the wav is in place; whole or absent
+                except OSError as exc:  # not this utterance's fault: stop, leave it pending
+                    self._output_failed(str(exc) if isinstance(exc, OutputUnwritable) else f"cannot write {self.out_dir / RESULTS}: {exc}")
+                else:
+                    self.results.append(result)
+                    self.on_result(result)
+                    return
+            self._unwritten.append(record.utt)
+
+        driven = await drive(
+            self.engine, [self.rows.prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
+            keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
+        )
+        self.engine_error = driven.engine_error
+        self.left_pending = driven.left_pending + self._unwritten
+        self.wall_seconds = driven.wall_seconds
+        return self.results
+
+    def _output_failed(self, message: str) -> None:
+        self.output_error = message
+        self.stop.set()  # nothing new is submitted; requests in flight are not written
 
 def build_synth_summary(
     manifest: Manifest,

@@ -129,12 +129,15 @@ def status(message: str):
     return contextlib.nullcontext()
 
 
-def resolve_profile(profile: str | None, sets: list[str] | None):
-    """Load and validate a profile, turning errors into a clean usage exit."""
+def resolve_profile(profile: str | None, sets: list[str] | None, platform: str | None = None):
+    """Load and validate a profile, turning errors into a clean usage exit.
+
+    `platform` ('cpu'/'cuda') resolves it for the machine the engine runs on when that
+    is not this one (`--ray`); by default this machine's is detected."""
     from omnicli.profile import ProfileError, load_profile
 
     try:
-        resolved = load_profile(profile, overrides=sets or [])
+        resolved = load_profile(profile, overrides=sets or [], platform=platform)
     except ProfileError as exc:
         err_console.print(f"[red]profile error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None

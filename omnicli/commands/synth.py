@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +20,7 @@ from omnicli.commands.common import (
     EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    VERBOSITY,
     ProfileOption,
     QuietOption,
     RequestProgress,
@@ -51,6 +53,11 @@ def synth(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
     keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
+    ray: Annotated[bool, typer.Option("--ray", help="Run the rows on a Ray actor pool, one engine per actor (needs omnicli[ray]; see docs/scale-out.md).")] = False,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="auto|HOST:PORT", help="With --ray: join this running cluster instead of starting a local one.")] = None,
+    engines: Annotated[int, typer.Option("--engines", min=1, help="With --ray: engine actors, one engine each.")] = 1,
+    gpus_per_engine: Annotated[float, typer.Option("--gpus-per-engine", min=0, help="With --ray: GPUs each engine reserves (above 0: the profile is resolved for cuda).")] = 0.0,
+    cpus_per_engine: Annotated[float, typer.Option("--cpus-per-engine", min=0, help="With --ray: CPUs each engine reserves.")] = 1.0,
     profile: ProfileOption = None,
     set_: SetOption = None,
     quiet: QuietOption = False,
@@ -66,7 +73,8 @@ def synth(
     exits at once. Exit code: 0 all rows ok, 1 some rows failed or were
     invalid, 2 bad usage or input, 3 the engine failed, 4 the output folder
     could not be written (disk full: unfinished rows stay pending), 130
-    interrupted.
+    interrupted. With --ray the same holds; the rows run on Ray actors that
+    write into --out, which must be storage every node shares.
     """
     from omnicli.manifest import ManifestError, read_manifest
     from omnicli.retention import Retainer
@@ -80,7 +88,13 @@ def synth(
         from omnicli.datasets import demo_manifest_path
 
         manifest = demo_manifest_path()
-    resolved = resolve_profile(profile, set_)
+    resources = _ray_resources(ray, ray_address, engines, gpus_per_engine, cpus_per_engine)
+    # With --ray the engines run in actors: a GPU actor resolves for cuda, a CPU-only one for
+    # cpu, whatever the driver's own machine has.
+    resolved = resolve_profile(profile, set_, platform=(("cuda" if gpus_per_engine > 0 else "cpu") if ray else None))
+    if ray and resolved.platform == "cuda" and gpus_per_engine <= 0:
+        err_console.print(f"[red]error:[/red] profile {resolved.name} runs on cuda: give each engine a GPU (--gpus-per-engine 1)")
+        raise typer.Exit(EXIT_USAGE)
     require_folder(out, "--out")
     try:
         parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)
@@ -113,11 +127,14 @@ def synth(
     if plan.other_profiles:
         err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
     retainer = Retainer.from_option(keep_failed)
-    session = _Session(parsed, out, resolved, limit, retainer)
+    session = _RaySession(parsed, out, resolved, limit, retainer, ray_address, resources) if resources else _Session(parsed, out, resolved, limit, retainer)
     with lock, session.signals():
         try:
             tidy_out_dir(out)  # even with nothing to do: a torn last line left by a crash is cut off
-            asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
+            if isinstance(session, _RaySession):
+                session.run_on_ray(plan.todo, concurrency, max_new_tokens)
+            else:
+                asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
         except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
             session.output_error = f"cannot write to {out}: {exc}"
         session.phase = Phase.DONE
@@ -125,6 +142,9 @@ def synth(
     _print_summary(summary, out)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")
+    if getattr(session, "usage_error", None):
+        err_console.print(f"[red]error:[/red] {escape(session.usage_error)}", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
     if session.output_error:
         err_console.print(f"[red]error:[/red] {session.output_error}", highlight=False)
         err_console.print(
@@ -199,16 +219,7 @@ class _Session(EngineRunInterrupts):
             note(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
             with RequestProgress(err_console, rate=True) as progress:
                 progress.start("synth", len(rows))
-
-                def on_result(result) -> None:
-                    if result.status != "ok":
-                        where = f"{self.manifest.path}:{result.line}"
-                        reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
-                        progress.note(f"[red]failed[/red] {where} {result.utt}: {reason}")
-                    if result.retention_error:
-                        progress.note(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}")
-                    progress.done(failed=result.status != "ok", audio_seconds=result.audio_seconds)
-
+                on_result = self.progress_feed(progress)
                 self.run_obj = SynthRun(engine, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens, retainer=self.retainer, on_result=on_result)
                 self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up
@@ -219,6 +230,20 @@ class _Session(EngineRunInterrupts):
             self.phase = Phase.CLOSING
             if engine is not None:
                 await engine.close()
+
+    def progress_feed(self, progress: RequestProgress):
+        """The per-row callback: advances the bar, notes a failed row or a retention error above it."""
+
+        def on_result(result) -> None:
+            if result.status != "ok":
+                where = f"{self.manifest.path}:{result.line}"
+                reason = (result.error or "").removeprefix(f"{where}: ")  # input errors name the row already
+                progress.note(f"[red]failed[/red] {where} {result.utt}: {reason}")
+            if result.retention_error:
+                progress.note(f"[yellow]retention[/yellow] {result.utt}: {result.retention_error}")
+            progress.done(failed=result.status != "ok", audio_seconds=result.audio_seconds)
+
+        return on_result
 
     def write_summary(self, locked: bool = False) -> SynthSummary:
         from omnicli.synthesis import SUMMARY, build_synth_summary, write_summary
@@ -250,6 +275,77 @@ class _Session(EngineRunInterrupts):
             self.output_error = self.output_error or f"cannot write to {self.out}: {exc}"
             summary.output_error = self.output_error
         return summary
+
+
+class _RaySession(_Session):
+    """`omni synth --ray`: the same life cycle, with the engines in Ray actors
+    (`omnicli.scaleout.ray_synth`). Joining or starting Ray is the start-up
+    phase; leaving shuts down a cluster we started, never one we joined."""
+
+    def __init__(self, manifest, out: Path, resolved, limit, retainer, address: str | None, resources):
+        super().__init__(manifest, out, resolved, limit, retainer)
+        self.address = address
+        self.resources = resources
+        self.usage_error: str | None = None  # Ray cannot be reached, too small, or OUT not shared: exit 2
+
+    def request_stop(self, sig) -> bool:
+        if self.run_obj is None:
+            return False
+        self.run_obj.stop.set()  # a threading.Event: safe from the signal thread
+        err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.run_obj.grace_s:g}s to finish (again to force)")
+        return True
+
+    def run_on_ray(self, rows, concurrency: int, max_new_tokens: int | None) -> None:
+        from omnicli.scaleout.cluster import RayCluster, RayUnavailable
+        from omnicli.scaleout.ray_synth import RaySynthRun, keeping_signal_handlers
+
+        if not rows:
+            return
+        cluster = RayCluster(self.address, self.resources)
+        try:
+            with status(f"joining the Ray cluster at {self.address}" if self.address else "starting a local Ray cluster"):
+                try:
+                    with keeping_signal_handlers():  # ours: Ctrl-C and SIGTERM stop the run gracefully
+                        cluster.open()
+                    cluster.check_fits()
+                except RayUnavailable as exc:
+                    self.usage_error = str(exc)
+                    return
+            r = self.resources
+            note(f"Ray: {r.engines} engine(s) x {r.cpus_per_engine:g} CPU, {r.gpus_per_engine:g} GPU "
+                 f"({self.resolved.profile.model}, {self.resolved.platform}, profile {self.resolved.name} {self.resolved.digest})")
+            with RequestProgress(err_console, rate=True) as progress:
+                progress.start("synth", len(rows))
+                self.run_obj = RaySynthRun(
+                    cluster, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens,
+                    retainer=self.retainer, on_result=self.progress_feed(progress), on_note=lambda m: None if VERBOSITY.quiet else progress.note(m),
+                )
+                self.phase = Phase.RUNNING
+                if self.interrupted:  # a signal raced with start-up
+                    self.run_obj.stop.set()
+                self.run_obj.run(rows)
+            self.engine_error = self.run_obj.engine_error
+            self.usage_error = self.run_obj.storage_error
+        finally:
+            self.phase = Phase.CLOSING
+            cluster.close()
+
+
+def _ray_resources(ray: bool, address: str | None, engines: int, gpus: float, cpus: float):
+    """EngineResources for --ray (exit 2 with the install hint when Ray is missing); None without it."""
+    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
+
+    if not ray:
+        if address is not None or engines != 1 or gpus != 0 or cpus != 1:
+            err_console.print("[red]error:[/red] --ray-address, --engines, --gpus-per-engine and --cpus-per-engine need --ray")
+            raise typer.Exit(EXIT_USAGE)
+        return None
+    try:
+        import_ray()
+    except RayUnavailable as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)  # the hint's [ray] is not markup
+        raise typer.Exit(EXIT_USAGE) from None
+    return EngineResources(engines=engines, gpus_per_engine=gpus, cpus_per_engine=cpus)
 
 
 def _print_summary(summary: SynthSummary, out: Path) -> None:
