@@ -295,6 +295,7 @@ class RaySynthRun:
         self.wall_seconds = 0.0
         self.outcome = RayOutcome()
         self._last_death: str | None = None
+        self._first_ready: float | None = None  # perf_counter when the first engine was ready
 
     def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         ray = self.cluster.ray
@@ -317,9 +318,10 @@ class RaySynthRun:
                 consumer.start()
                 self._follow(ray, board, results, consumer)
                 self._collect(ray, board, results)  # the rows posted while the pool wound down
-            self.left_pending = ray.get(board.pending.remote()) if not self.output_error else []
+            self.left_pending = ray.get(board.pending.remote())
         finally:
-            self.wall_seconds = time.perf_counter() - t0
+            # From the first engine ready, like a local run's (which starts timing once its engine is up).
+            self.wall_seconds = time.perf_counter() - (self._first_ready or t0)
             remove_probe(probe)
             tidy_out_dir(self.out_dir)
         if failure and not self.stop.is_set():
@@ -397,6 +399,7 @@ class RaySynthRun:
     def _on_event(self, kind: str, message: str) -> None:
         if kind == Event.STARTED:
             self.outcome.started.append(message)
+            self._first_ready = self._first_ready or time.perf_counter()
             self.on_note(f"engine ready on {message}")
         elif kind == Event.ENGINE_DIED:
             self.outcome.restarts += 1
