@@ -265,3 +265,31 @@ def test_resume_after_an_interrupted_ray_run_redoes_only_the_missing_rows(ray_cl
     assert len((out / RESULTS).read_text().splitlines()) == len(rows)
     plan = plan_run(read_manifest(DEMO_MANIFEST), out)
     assert plan.todo == [] and len(plan.done) == len(rows)
+
+
+# -- the pool fails before any row: what the driver says --------------------------------------
+def ray_run(tmp_path, resolved) -> RaySynthRun:
+    rows = read_manifest(DEMO_MANIFEST).rows[:2]
+    with RayCluster(None, EngineResources(engines=1)) as cluster:
+        run = RaySynthRun(cluster, tmp_path / "out", resolved=resolved)
+        run.run(rows)
+    return run
+
+
+def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, tmp_path):
+    # more KV cache than any machine has: Engine.start refuses before loading anything
+    run = ray_run(tmp_path, load_profile("cpu", overrides=["talker.kv_cache_space_gb=100000"], platform="cpu"))
+    assert run.engine_error and run.engine_error.startswith("an engine could not start on ") and "kv_cache" in run.engine_error
+    assert run.results == [] and run.storage_error is None
+
+
+def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, tmp_path, monkeypatch):
+    from omnicli.scaleout import ray_synth
+
+    def probe_elsewhere(out_dir: Path) -> Path:  # a probe the workers cannot find, as on an unshared disk
+        return out_dir / ".omni-probe-on-another-disk"
+
+    monkeypatch.setattr(ray_synth, "write_probe", probe_elsewhere)
+    run = ray_run(tmp_path, load_profile("cpu", platform="cpu"))
+    assert run.storage_error and "cannot see" in run.storage_error and "shared by every node" in run.storage_error
+    assert run.engine_error is None and run.results == []

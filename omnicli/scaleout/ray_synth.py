@@ -311,7 +311,10 @@ class RaySynthRun:
                 resolved=self.resolved, out_dir=self.out_dir.resolve(), probe=probe.resolve(), concurrency=self.concurrency,
                 max_new_tokens=self.max_new_tokens, keep_failed=self.retainer.directory.resolve() if self.retainer else None, grace_s=self.grace_s,
             )
-            logging.getLogger("ray.data").setLevel(logging.ERROR)  # our bar is the progress display (no notices about Ray's)
+            if self.cluster.quiet:
+                # Our bar is the progress display, and a failed pool is explained in our words
+                # (`_explain`): no Ray Data notices or stack traces in between.
+                logging.getLogger("ray.data").setLevel(logging.CRITICAL)
             dataset = self._dataset(ray, rows, spec, board)
             consumer = threading.Thread(target=_consume, args=(dataset, failure), name="omni-ray-consumer", daemon=True)
             with JsonlAppender(self.out_dir / RESULTS) as results:
