@@ -293,3 +293,18 @@ def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, t
     run = ray_run(tmp_path, load_profile("cpu", platform="cpu"))
     assert run.storage_error and "cannot see" in run.storage_error and "shared by every node" in run.storage_error
     assert run.engine_error is None and run.results == []
+
+
+def test_our_signal_handlers_survive_ray_init():
+    from omnicli.scaleout.ray_synth import keeping_signal_handlers
+
+    def ours(signum, frame):
+        pass
+
+    before = signal.signal(signal.SIGTERM, ours)
+    try:
+        with keeping_signal_handlers():
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(15))  # what ray.init does to a driver's SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, before)

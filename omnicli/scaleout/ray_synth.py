@@ -161,8 +161,10 @@ class SynthActor:
     A row that fails by itself is reported as a failed row. When the engine
     dies, the actor reports it and exits the process (`die`): Ray restarts
     the actor (a fresh engine) and retries the batch; rows of that batch
-    already reported are skipped. `start_engine` and `die` are for unit
-    tests; Ray Data builds the actor from `spec` and `board` alone.
+    already reported are skipped. The engine is not closed here: when the
+    pool ends, Ray ends the actor's process and the engine's orphan guard
+    (`omnicli.orphans`) ends its vLLM process. `start_engine` and `die` are
+    for unit tests; Ray Data builds the actor from `spec` and `board` alone.
     """
 
     def __init__(self, spec: ActorSpec, board, *, start_engine: Callable = _start_engine, die: Callable[[int], Any] = _exit_process):
