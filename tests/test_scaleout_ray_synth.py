@@ -259,6 +259,8 @@ def test_resume_after_an_interrupted_ray_run_redoes_only_the_missing_rows(ray_cl
     again = subprocess.run(omni_synth_ray(out, address), capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 0, again.stderr
     assert f"{len(done)} done" in again.stderr  # the resume plan, as without --ray
+    todo = len(rows) - len(done)
+    assert f"synth: {todo}/{todo} done, 0 failed" in again.stderr  # the progress display of a local run (no terminal: plain lines)
     summary = json.loads((out / SUMMARY).read_text())
     assert summary["num_ok"] == len(rows) and summary["this_run"]["attempted"] == len(rows) - len(done)
     assert {u: (out / f"{u}.wav").stat().st_mtime_ns for u in done} == before  # finished rows were not redone

@@ -315,10 +315,11 @@ class _RaySession(_Session):
             note(f"Ray: {r.engines} engine(s) x {r.cpus_per_engine:g} CPU, {r.gpus_per_engine:g} GPU "
                  f"({self.resolved.profile.model}, {self.resolved.platform}, profile {self.resolved.name} {self.resolved.digest})")
             with RequestProgress(err_console, rate=True) as progress:
-                progress.start("synth", len(rows))
+                # The bar starts with the first engine, as a local run's does (its rate counts from there).
                 self.run_obj = RaySynthRun(
                     cluster, self.out, resolved=self.resolved, concurrency=concurrency, max_new_tokens=max_new_tokens,
                     retainer=self.retainer, on_result=self.progress_feed(progress), on_note=lambda m: None if VERBOSITY.quiet else progress.note(m),
+                    on_first_ready=lambda: progress.start("synth", len(rows)),
                 )
                 self.phase = Phase.RUNNING
                 if self.interrupted:  # a signal raced with start-up

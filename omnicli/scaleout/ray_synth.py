@@ -274,6 +274,7 @@ class RaySynthRun:
         rows_per_batch: int | None = None,
         on_result: Callable[[SynthResult], None] | None = None,
         on_note: Callable[[str], None] | None = None,
+        on_first_ready: Callable[[], None] | None = None,
         grace_s: float = STOP_GRACE_S,
     ):
         self.cluster = cluster
@@ -287,6 +288,7 @@ class RaySynthRun:
         self.rows_per_batch = rows_per_batch  # None: see `batch_size`
         self.on_result = on_result or (lambda _result: None)
         self.on_note = on_note or (lambda _message: None)
+        self.on_first_ready = on_first_ready or (lambda: None)  # e.g. start the progress bar: rows flow from now on
         self.grace_s = grace_s
         self.stop = threading.Event()
         self.results: list[SynthResult] = []
@@ -378,6 +380,8 @@ class RaySynthRun:
 
     def _collect(self, ray, board, results: JsonlAppender) -> None:
         lines, events = ray.get(board.take.remote())
+        for kind, message in events:  # first: an engine is ready before its first row is done
+            self._on_event(kind, message)
         for line in lines:
             result = SynthResult.model_validate_json(line)
             if self.output_error is None:
@@ -389,8 +393,6 @@ class RaySynthRun:
                 self.results.append(result)
                 self._count_retained(result)
                 self.on_result(result)
-        for kind, message in events:
-            self._on_event(kind, message)
 
     def _count_retained(self, result: SynthResult) -> None:
         if self.retainer is None:
@@ -404,7 +406,9 @@ class RaySynthRun:
     def _on_event(self, kind: str, message: str) -> None:
         if kind == Event.STARTED:
             self.outcome.started.append(message)
-            self._first_ready = self._first_ready or time.perf_counter()
+            if self._first_ready is None:
+                self._first_ready = time.perf_counter()
+                self.on_first_ready()
             self.on_note(f"engine ready on {message}")
         elif kind == Event.ENGINE_DIED:
             self.outcome.restarts += 1
