@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from omnicli.atomic import JsonlAppender, link_or_copy_atomic
+from omnicli.atomic import link_or_copy_atomic, write_text_atomic
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, select_shard
-from omnicli.synth_results import RetentionTotals, Status, SynthSummary, ThisRun
+from omnicli.synth_results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 from omnicli.synthesis import (
     RESULTS,
     SUMMARY,
@@ -196,17 +196,25 @@ def merge_shards(
     except OutputBusy as exc:
         raise MergeError(str(exc)) from None
     with lock:
-        tidy_out_dir(out)
-        with JsonlAppender(out / RESULTS) as results:
-            for s in shards:
-                _take_rows(s, shares[s.spec.index].rows, out, results, report)
-        tidy_out_dir(out)  # one row per utt: a shard's row replaces an older one of OUT
+        tidy_out_dir(out)  # temp files of a killed merge, and one row per utt
+        taken = [result for s in shards for result in _take_rows(s, shares[s.spec.index].rows, out, report)]
+        write_results(out, taken)  # after the wavs the rows vouch for are in place
         report.summary = merged_summary(parsed, out, shards, limit=limit)
         write_summary(out, report.summary)
     return report
 
 
-def _take_rows(shard: ShardFolder, rows: list[ManifestRow], out: Path, results: JsonlAppender, report: MergeReport) -> None:
+def write_results(out: Path, taken: list[SynthResult]) -> None:
+    """OUT's results.jsonl: its own rows, each replaced by a shard's row for the same utt
+    when there is one; written once, atomically (not a line and an fsync per row)."""
+    rows = last_results(out)
+    rows.update((result.utt, result) for result in taken)
+    write_text_atomic(out / RESULTS, "".join(result.to_line() + "\n" for result in rows.values()))
+
+
+def _take_rows(shard: ShardFolder, rows: list[ManifestRow], out: Path, report: MergeReport) -> list[SynthResult]:
+    """Links the wavs of the shard's rows that can be taken into OUT; returns those rows."""
+    taken = []
     latest = last_results(shard.path)
     owned = {row.utt for row in rows}
     report.foreign += sum(1 for utt in latest if utt not in owned)
@@ -226,8 +234,9 @@ def _take_rows(shard: ShardFolder, rows: list[ManifestRow], out: Path, results: 
                 report.linked += 1
             else:
                 report.copied += 1
-        results.append(result.model_dump(mode="json"))
-        report.rows_taken += 1
+        taken.append(result)
+    report.rows_taken += len(taken)
+    return taken
 
 
 @dataclass(frozen=True)
