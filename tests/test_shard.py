@@ -24,7 +24,7 @@ from omnicli.scaleout import shard as shard_module
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError, select_shard, shard_of
 from omnicli.synth_results import Status, SynthResult
 from omnicli.synthesis import RESULTS, SUMMARY, build_synth_summary, input_digest, write_summary
-from tests.conftest import REPO, mount_tmpfs, unmount
+from tests.conftest import REPO, fill_up, mount_tmpfs, unmount
 
 runner = CliRunner()
 SR = 24000
@@ -338,3 +338,21 @@ def test_results_of_other_shards_in_a_shard_folder_are_noted_not_counted(tmp_pat
     assert result.exit_code == 0, result.output
     assert f"{8 - mine} row(s) in {whole / RESULTS} belong to other shards than 0/2: not counted here" in words(result.output)
     assert (summary_of(whole)["num_rows"], summary_of(whole)["num_ok"]) == (mine, mine)
+
+
+def test_a_full_disk_stops_the_merge_with_exit_4_and_merging_again_finishes(tmp_path, small_fs):
+    manifest = make_manifest(tmp_path / "data", 20)  # about 110 kB of wavs on a 256 kB file system
+    shards = make_shards(tmp_path, manifest, 2)
+    filler = fill_up(small_fs, leave=40_000)  # room for a few wavs, not for all
+    out = small_fs / "merged"
+    result = merge(*shards, "--out", out)
+    assert result.exit_code == 4, result.output
+    assert f"cannot write to {out}" in words(result.output)
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no partial copy left
+    assert not (out / RESULTS).exists() and not (out / SUMMARY).exists()  # no row without its wav
+    for wav in out.glob("*.wav"):  # the wavs that made it are whole
+        assert wav.read_bytes() == (shards[shard_of(wav.stem, 2)] / wav.name).read_bytes()
+    filler.unlink()
+    result = merge(*shards, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert summary_of(out)["num_ok"] == 20

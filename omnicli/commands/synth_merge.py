@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from omnicli.commands.common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
@@ -59,6 +60,9 @@ def synth_merge(
         err_console.print(Text.assemble(("error:", "red"), f" cannot write to {out}: {exc}"))
         err_console.print("what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False)
         raise typer.Exit(EXIT_OUTPUT_IO) from None
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/yellow]: what was merged so far is consistent; merge again to finish")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     for reason in report.not_taken:
         err_console.print(Text.assemble(("not taken", "yellow"), f" {reason} (left pending)"))
     if report.foreign:
