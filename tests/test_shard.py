@@ -183,11 +183,14 @@ def test_a_missing_shard_and_rows_not_done_stay_pending(tmp_path):
     assert summary["num_pending"] == len(owned_by_1) + 2 - sum(u in ("u00", "u01") for u in owned_by_1)
     assert summary["num_ok"] == 12 - summary["num_pending"]
     # the missing shard arrives: merging again into the same folder completes it
-    made = make_shard(tmp_path / "late", manifest, ShardSpec(1, 3))
-    shards[0] = make_shard(shards[0], manifest, ShardSpec(0, 3))
-    shards[2] = make_shard(shards[2], manifest, ShardSpec(2, 3))
-    result = merge(shards[0], made, shards[2], "--out", out)
+    make_shard(tmp_path / "shard-1", manifest, ShardSpec(1, 3))
+    make_shard(shards[0], manifest, ShardSpec(0, 3))
+    make_shard(shards[2], manifest, ShardSpec(2, 3))
+    result = merge(*sorted(tmp_path.iterdir()), "--out", out)  # `tmp/*`: the data folder is refused, OUT itself left out
+    assert result.exit_code == 2 and "data: no summary.json" in words(result.output)
+    result = merge(*sorted(p for p in tmp_path.iterdir() if p.name != "data"), "--out", out)
     assert result.exit_code == 0, result.output
+    assert f"{out} is --out itself: not read as a shard" in words(result.output)
     assert (summary_of(out)["num_ok"], summary_of(out)["num_pending"]) == (12, 0)
     assert len((out / RESULTS).read_text().splitlines()) == 12
 
@@ -239,7 +242,7 @@ def test_shards_of_different_splits_manifests_or_limits_are_refused(tmp_path):
     result = merge(two[0], elsewhere, "--out", out, "--manifest", manifest)
     assert result.exit_code == 2 and "was it run on another version of the manifest" in words(result.output)
     # a shard folder or another manifest's folder is no place to merge into
-    assert "is one of the shard folders" in words(merge(*two, "--out", two[1]).output)
+    assert "--out " + str(two[1]) + " holds shard 1/2 of a run" in words(merge(*two, "--out", two[1]).output)
     assert "holds shard 0/3" in words(merge(*two, "--out", three[0]).output)
     make_shard(tmp_path / "other-whole", other, None)
     assert "holds results of another manifest" in words(merge(*two, "--out", tmp_path / "other-whole").output)
