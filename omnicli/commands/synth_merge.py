@@ -63,6 +63,8 @@ def synth_merge(
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]: what was merged so far is consistent; merge again to finish")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    if report.skipped_out:
+        note(f"{out} is --out itself: not read as a shard")
     for reason in report.not_taken:
         err_console.print(Text.assemble(("not taken", "yellow"), f" {reason} (left pending)"))
     if report.foreign:

@@ -67,6 +67,7 @@ class MergeReport:
     not_taken: list[str] = field(default_factory=list)  # "where: why" of shard rows left pending
     foreign: int = 0  # rows in shard folders that belong to no shard given: ignored
     profile_digests: list[str] = field(default_factory=list)  # distinct digests, first shard's first
+    skipped_out: bool = False  # OUT itself was among the folders given (a glob): left out
 
     @property
     def complete(self) -> bool:
@@ -145,11 +146,8 @@ def check_rows_match(shards: list[ShardFolder], manifest: Manifest) -> dict[int,
     return shares
 
 
-def check_out(out: Path, shards: list[ShardFolder], manifest_path: Path) -> None:
+def check_out(out: Path, manifest_path: Path) -> None:
     """OUT may be new, empty, or an earlier merge (or whole run) of the same manifest."""
-    for s in shards:
-        if out.resolve() == s.path.resolve():
-            raise MergeError(f"--out {out} is one of the shard folders: merge into a new folder")
     known, shard = recorded_shard(out)
     if not known:
         return
@@ -173,8 +171,11 @@ def merge_shards(
     """Merges shard folders into OUT (see the module's docstring). MergeError: nothing written;
     OSError: OUT could not be written (what was merged so far is consistent; merge again)."""
     dirs = list(dict.fromkeys(Path(d) for d in dirs))  # a folder named twice (overlapping globs) counts once
+    # `omni synth-merge out/* --out out/all`, run again: the glob names OUT itself
+    skipped_out = [d for d in dirs if d.resolve() == out.resolve()]
+    dirs = [d for d in dirs if d not in skipped_out]
     if not dirs:
-        raise MergeError("no shard folders given")
+        raise MergeError("no shard folders given" + (f" (besides --out {out} itself)" if skipped_out else ""))
     shards = sorted((read_shard_folder(d) for d in dirs), key=lambda s: s.spec.index)
     check_shards(shards, manifest_given=manifest is not None)
     manifest_path = manifest if manifest is not None else Path(shards[0].summary.manifest)
@@ -186,9 +187,9 @@ def merge_shards(
     limit = shards[0].summary.limit
     parsed = parsed.limited(limit)
     shares = check_rows_match(shards, parsed)
-    check_out(out, shards, manifest_path)
+    check_out(out, manifest_path)
     count = shards[0].spec.count
-    report = MergeReport(out=out, count=count, shards=shards)
+    report = MergeReport(out=out, count=count, shards=shards, skipped_out=bool(skipped_out))
     report.missing = sorted(set(range(count)) - {s.spec.index for s in shards})
     report.profile_digests = list(dict.fromkeys(s.summary.profile_digest for s in shards))
     try:
