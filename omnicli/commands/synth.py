@@ -46,6 +46,20 @@ def _parse_shard(text: str) -> ShardSpec:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _check_shard_folder(out: Path, shard: ShardSpec | None, lock) -> None:
+    """Refuses a folder made with another --shard spec (exit 2); notes rows of other shards."""
+    from omnicli.scaleout.shard import foreign_rows, shard_conflict
+
+    conflict = shard_conflict(out, shard)
+    if conflict:
+        lock.release()
+        err_console.print(f"[red]error:[/red] {conflict}", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
+    foreign = foreign_rows(out, shard)
+    if foreign:
+        err_console.print(f"[yellow]note:[/yellow] {foreign} row(s) in {out / 'results.jsonl'} belong to other shards than {shard}: not counted here, never merged", highlight=False)
+
+
 def synth(
     manifest: Annotated[
         Optional[Path],
@@ -55,11 +69,11 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
+    shard: Annotated[Optional[ShardSpec], typer.Option("--shard", metavar="I/N", parser=_parse_shard, help="Only shard I of N (I from 0; rows by a hash of the utt), into an --out of its own; combine with `omni synth-merge`. After --limit.", show_default=False)] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also redo utterances that failed in an earlier run into the same --out.")] = False,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
     keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
-    shard: Annotated[Optional[ShardSpec], typer.Option("--shard", metavar="I/N", parser=_parse_shard, help="Only shard I of N (I from 0; rows by a hash of the utt), into an --out of its own; combine with `omni synth-merge`. After --limit.", show_default=False)] = None,
     profile: ProfileOption = None,
     set_: SetOption = None,
     quiet: QuietOption = False,
@@ -128,8 +142,9 @@ def synth(
     if plan.other_profiles:
         err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
     retainer = Retainer.from_option(keep_failed)
-    session = _Session(parsed, out, resolved, limit, retainer, shard=str(shard) if shard else None)
+    session = _Session(parsed, out, resolved, limit, retainer)
     with lock, session.signals():
+        session.shard = str(shard) if shard else None  # recorded in summary.json
         try:
             tidy_out_dir(out)  # even with nothing to do: a torn last line left by a crash is cut off
             asyncio.run(session.run(plan.todo, concurrency, max_new_tokens))
@@ -170,14 +185,14 @@ class _Session(EngineRunInterrupts):
 
     forced_note = "finished utterances are kept"
 
-    def __init__(self, manifest, out: Path, resolved, limit, retainer, shard: str | None = None):
+    def __init__(self, manifest, out: Path, resolved, limit, retainer):
         super().__init__()  # phase: starting -> running -> closing -> done
         self.manifest = manifest
         self.out = out
         self.resolved = resolved
         self.limit = limit
         self.retainer = retainer
-        self.shard = shard  # "I/N" recorded in summary.json, or None
+        self.shard: str | None = None  # --shard "I/N", recorded in summary.json
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.engine_error: str | None = None
         self.output_error: str | None = None  # OUT could not be written: the run stopped
@@ -267,20 +282,6 @@ class _Session(EngineRunInterrupts):
             self.output_error = self.output_error or f"cannot write to {self.out}: {exc}"
             summary.output_error = self.output_error
         return summary
-
-
-def _check_shard_folder(out: Path, shard: ShardSpec | None, lock) -> None:
-    """Refuses a folder made with another --shard spec (exit 2); notes rows of other shards."""
-    from omnicli.scaleout.shard import foreign_rows, shard_conflict
-
-    conflict = shard_conflict(out, shard)
-    if conflict:
-        lock.release()
-        err_console.print(f"[red]error:[/red] {conflict}", highlight=False)
-        raise typer.Exit(EXIT_USAGE)
-    foreign = foreign_rows(out, shard)
-    if foreign:
-        err_console.print(f"[yellow]note:[/yellow] {foreign} row(s) in {out / 'results.jsonl'} belong to other shards than {shard}: not counted here, never merged", highlight=False)
 
 
 def _print_summary(summary: SynthSummary, out: Path) -> None:
