@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +50,47 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+# link() failures that mean "no hard link here" (another file system, or one without
+# hard links, or too many links to the inode), not a problem of the destination.
+_NO_HARD_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
+    """Puts `src`'s content at `dst`, whole or not at all: a hard link when both lie on
+    one file system (no bytes copied), otherwise a copy. True when it was linked.
+
+    Either way the file gets a temp name beside `dst` first, so a crash never
+    leaves a partial `dst` (and the temp name follows `_tmp_path_for`'s pattern,
+    so the tidy-up of a killed run finds it).
+    """
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f".{dst.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        os.link(src, tmp)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINK:
+            raise
+    else:
+        try:
+            os.replace(tmp, dst)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return True
+    fd, tmp_copy = _tmp_path_for(dst)
+    try:
+        with os.fdopen(fd, "wb") as f, open(src, "rb") as source:
+            shutil.copyfileobj(source, f, 1 << 20)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_copy, dst)
+    except BaseException:
+        Path(tmp_copy).unlink(missing_ok=True)
+        raise
+    return False
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -94,6 +94,8 @@ class SynthSummary(BaseModel):
     this_run: ThisRun
     retention: RetentionTotals | None
     invalid_rows: list[str] = Field(description="`file:line: reason` of each row that could not be read.")
+    limit: int | None = Field(None, description="--limit: only the first N valid rows of the manifest count (null: all).")
+    shard: str | None = Field(None, description="--shard I/N: this folder holds shard I of N (rows by a hash of the utt); null for a whole run or a merge.")
     failed: list[FailedRow]
     model: str
     profile: dict[str, Any] = Field(description="The resolved profile (every setting).")

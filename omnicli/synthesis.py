@@ -387,6 +387,7 @@ def build_synth_summary(
     output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
+    shard: str | None = None,
 ) -> SynthSummary:
     """Totals over every manifest row, from results.jsonl (this run and earlier ones)."""
     rows = manifest.rows[:limit] if limit is not None else manifest.rows
@@ -422,6 +423,8 @@ def build_synth_summary(
         ),
         retention=None if retainer is None else RetentionTotals(dir=str(retainer.directory), kept=retainer.kept, errors=retainer.error_messages),
         invalid_rows=[str(e) for e in manifest.errors],
+        limit=limit,
+        shard=shard,
         failed=[FailedRow(utt=r.utt, line=r.line, error=r.error) for r in failed],
         model=str(getattr(run.engine, "model_name", resolved.profile.model)) if run else resolved.profile.model,
         profile=resolved.to_dict(),

@@ -245,7 +245,7 @@ def eval_command(
         profile_name=resolved.name, profile_digest=resolved.digest, retainer=plan.retainer,
     )
     try:
-        paths = write_eval_results(out_dir, merge_rows(outcome), columns(outcome), summary)
+        paths = write_eval_results(out_dir, merge_rows(outcome), columns(outcome), summary, outcome)
     except OSError as exc:
         raise _usage_error(f"cannot write results to {out_dir}: {exc}") from None
     finally:

@@ -35,9 +35,31 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.scaleout.shard import ShardSpec, ShardSpecError
 
 if TYPE_CHECKING:
     from omnicli.synth_results import SynthSummary
+
+
+def _parse_shard(text: str) -> ShardSpec:
+    try:
+        return ShardSpec.parse(text)
+    except ShardSpecError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _check_shard_folder(out: Path, shard: ShardSpec | None, lock) -> None:
+    """Refuses a folder made with another --shard spec (exit 2); notes rows of other shards."""
+    from omnicli.scaleout.shard import foreign_rows, shard_conflict
+
+    conflict = shard_conflict(out, shard)
+    if conflict:
+        lock.release()
+        err_console.print(f"[red]error:[/red] {conflict}", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
+    foreign = foreign_rows(out, shard)
+    if foreign:
+        err_console.print(f"[yellow]note:[/yellow] {foreign} row(s) in {out / 'results.jsonl'} belong to other shards than {shard}: not counted here, never merged", highlight=False)
 
 
 def synth(
@@ -49,6 +71,7 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: <utt>.wav, results.jsonl, summary.json.")] = Path("out"),
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")] = 8,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help="Only the first N valid rows of the manifest.")] = None,
+    shard: Annotated[Optional[ShardSpec], typer.Option("--shard", metavar="I/N", parser=_parse_shard, help="Only shard I of N (I from 0; rows by a hash of the utt), into an --out of its own; combine with `omni synth-merge`. After --limit.", show_default=False)] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also redo utterances that failed in an earlier run into the same --out.")] = False,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
     keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
@@ -105,6 +128,11 @@ def synth(
         err_console.print(f"[red]error:[/red] {manifest}: no rows (expected {'JSON objects' if manifest.suffix in ('.jsonl', '.json') else 'utt|prompt_text|prompt_wav|text lines'})")
         raise typer.Exit(EXIT_USAGE)
     parsed = parsed.limited(limit)  # rows (and bad rows) after the --limit cut are not part of this run
+    if shard is not None:  # after --limit: the N shards together are exactly the rows of one --limit run
+        from omnicli.scaleout.shard import select_shard
+
+        whole, parsed = len(parsed.rows), select_shard(parsed, shard)
+        note(f"shard {shard}: {len(parsed.rows)} of {whole} rows")
     for error in parsed.errors:
         err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
     try:
@@ -112,6 +140,7 @@ def synth(
     except (OutputBusy, OSError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+    _check_shard_folder(out, shard, lock)
     try:
         plan = plan_run(parsed, out, limit=limit, retry_failed=retry_failed, profile_digest=resolved.digest)
     except OSError as exc:
@@ -129,6 +158,7 @@ def synth(
     retainer = Retainer.from_option(keep_failed)
     session = _RaySession(parsed, out, resolved, limit, retainer, ray_address, resources) if resources else _Session(parsed, out, resolved, limit, retainer)
     with lock, session.signals():
+        session.shard = str(shard) if shard else None  # recorded in summary.json
         try:
             tidy_out_dir(out)  # even with nothing to do: a torn last line left by a crash is cut off
             if isinstance(session, _RaySession):
@@ -182,6 +212,7 @@ class _Session(EngineRunInterrupts):
         self.resolved = resolved
         self.limit = limit
         self.retainer = retainer
+        self.shard: str | None = None  # --shard "I/N", recorded in summary.json
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.engine_error: str | None = None
         self.output_error: str | None = None  # OUT could not be written: the run stopped
@@ -264,6 +295,7 @@ class _Session(EngineRunInterrupts):
             output_error=self.output_error,
             retainer=self.retainer,
             started_at=self.started_at,
+            shard=self.shard,
         )
         try:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -354,7 +386,7 @@ def _print_summary(summary: SynthSummary, out: Path) -> None:
     console.print(Text(f"omni synth -> {out}"), highlight=False)
     table = Table(show_header=False)
     run = summary.this_run
-    table.add_row("rows", str(summary.num_rows))
+    table.add_row("rows", str(summary.num_rows) + (f" (shard {summary.shard})" if summary.shard else ""))
     table.add_row("ok / failed / pending", f"{summary.num_ok} / {summary.num_failed} / {summary.num_pending}")
     table.add_row("invalid rows", str(summary.num_invalid_rows))
     table.add_row("audio (all ok rows)", f"{summary.audio_seconds:.2f} s")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
+from omnicli.evaluation.results import SEED_WER_FILE, EvalStatus, seed_wer_lines, tsv_cell
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
-from omnicli.evaluation.results import EvalStatus, tsv_cell
 from omnicli.evaluation.runner import run_facts
 from omnicli.evaluation.scorers.base import Scorer
 
@@ -164,13 +164,21 @@ def all_scored(summary: Mapping) -> bool:
     )
 
 
-def write_eval_results(out_dir: str | os.PathLike, rows: Sequence[dict], cols: Sequence[str], summary: dict) -> dict[str, Path]:
+def write_eval_results(
+    out_dir: str | os.PathLike, rows: Sequence[dict], cols: Sequence[str], summary: dict, outcome: EvalOutcome | None = None,
+) -> dict[str, Path]:
+    """eval_results.tsv / .jsonl, eval_summary.json and, when WER ran (`outcome.wer_run`),
+    seed-tts-eval's wav_res_ref_text.wer, the same file `omni eval-wer` writes."""
     out = Path(out_dir)
     tsv = "\t".join(cols) + "\n" + "".join("\t".join(tsv_cell(row.get(c)) for c in cols) + "\n" for row in rows)
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
-    return {
+    paths = {
         "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
         "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),
         "summary": write_json_atomic(out / SUMMARY_JSON, summary),
     }
+    if outcome is not None and outcome.wer_run is not None:
+        lines = seed_wer_lines(outcome.wer_run.results, summary.get("gen_dir") or ".")
+        paths["seed_wer"] = write_text_atomic(out / SEED_WER_FILE, lines)
+    return paths
