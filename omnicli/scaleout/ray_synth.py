@@ -375,6 +375,7 @@ class RaySynthRun:
                 stop_sent_at = time.monotonic()
             if stop_sent_at is not None and time.monotonic() - stop_sent_at > self.grace_s + STOP_SLACK_S:
                 self.on_note("the actors did not return after the stop: leaving them to Ray's shutdown")
+                _no_ray_auto_init()
                 return
             consumer.join(POLL_S)
 
@@ -436,6 +437,16 @@ class RaySynthRun:
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             self.engine_error = f"the Ray actor pool failed: {type(exc).__name__}: {first}"
+
+
+def _no_ray_auto_init() -> None:
+    """An abandoned pool's thread goes on calling Ray; once Ray is shut down, such a call
+    would start a fresh local cluster (Ray's auto-init). Turned off instead: the call fails."""
+    os.environ["RAY_ENABLE_AUTO_CONNECT"] = "0"
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import auto_init_hook  # the switch behind RAY_ENABLE_AUTO_CONNECT, read once at import
+
+        auto_init_hook.enable_auto_connect = False
 
 
 def _consume(dataset, failure: list[BaseException]) -> None:
