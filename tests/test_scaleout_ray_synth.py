@@ -310,3 +310,19 @@ def test_our_signal_handlers_survive_ray_init():
         assert signal.getsignal(signal.SIGTERM) is ours
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_mistyped_cluster_address_is_refused_at_once():
+    import socket
+
+    from omnicli.scaleout.ray_synth import unreachable_head
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert unreachable_head(f"127.0.0.1:{port}") is None
+    why = unreachable_head(f"127.0.0.1:{port}")  # closed now: nothing answers
+    assert why and f"127.0.0.1:{port}" in why and "ray start --head" in why
+    assert unreachable_head("auto") is None and unreachable_head(None) is None
+    assert "HOST:PORT" in unreachable_head("head:notaport")

@@ -329,9 +329,12 @@ class _RaySession(_Session):
 
     def run_on_ray(self, rows, concurrency: int, max_new_tokens: int | None) -> None:
         from omnicli.scaleout.cluster import RayCluster, RayUnavailable
-        from omnicli.scaleout.ray_synth import RaySynthRun, keeping_signal_handlers
+        from omnicli.scaleout.ray_synth import RaySynthRun, keeping_signal_handlers, unreachable_head
 
         if not rows:
+            return
+        self.usage_error = unreachable_head(self.address)
+        if self.usage_error:
             return
         cluster = RayCluster(self.address, self.resources)
         try:
@@ -342,6 +345,8 @@ class _RaySession(_Session):
                     cluster.check_fits()
                 except RayUnavailable as exc:
                     self.usage_error = str(exc)
+                    if self.address:  # Ray 2.60's clusters ask for a token by default
+                        self.usage_error += " (is it running? One with token authentication also needs RAY_AUTH_MODE=token and its token here: see docs/scale-out.md)"
                     return
             r = self.resources
             note(f"Ray: {r.engines} engine(s) x {r.cpus_per_engine:g} CPU, {r.gpus_per_engine:g} GPU "

@@ -458,6 +458,23 @@ def _consume(dataset, failure: list[BaseException]) -> None:
         failure.append(exc)
 
 
+def unreachable_head(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Why `--ray-address HOST:PORT` cannot be joined, when nothing answers there; None
+    otherwise ('auto', no address, or something listens). Ray itself would retry for
+    minutes before giving up on a mistyped address."""
+    if not address or address == "auto" or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("ray://").strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except ValueError:
+        return f"--ray-address {address}: expected auto or HOST:PORT"
+    except OSError as exc:
+        return f"nothing answers at --ray-address {address} ({exc.strerror or exc}): start the head with `ray start --head` or check the address"
+
+
 @contextlib.contextmanager
 def keeping_signal_handlers():
     """Restores this process's SIGINT/SIGTERM/SIGHUP handlers after the block: `ray.init`
