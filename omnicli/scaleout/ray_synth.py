@@ -330,6 +330,8 @@ class RaySynthRun:
             # From the first engine ready, like a local run's (which starts timing once its engine is up).
             self.wall_seconds = time.perf_counter() - (self._first_ready or t0)
             remove_probe(probe)
+            with contextlib.suppress(Exception):  # on a joined cluster it would outlive the run
+                ray.kill(board)
             tidy_out_dir(self.out_dir)
         if failure and not self.stop.is_set():
             self._explain(failure[0])
