@@ -76,7 +76,7 @@ def synth(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="Cap on talker tokens per utterance (default: the profile's talker.max_new_tokens).")] = None,
     keep_failed: Annotated[Optional[Path], typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed/suspect audio + metadata here. Thresholds: --set retention.KEY=VALUE.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="Allow absolute reference paths and paths outside the manifest's folder.")] = False,
-    ray: Annotated[bool, typer.Option("--ray", help="Run the rows on a Ray actor pool, one engine per actor (needs omnicli[ray]; see docs/scale-out.md).")] = False,
+    ray: Annotated[bool, typer.Option("--ray", help="Run the rows on a Ray actor pool, one engine per actor (needs omnicli\\[ray]; see docs/scale-out.md).")] = False,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="auto|HOST:PORT", help="With --ray: join this running cluster instead of starting a local one.")] = None,
     engines: Annotated[int, typer.Option("--engines", min=1, help="With --ray: engine actors, one engine each.")] = 1,
     gpus_per_engine: Annotated[float, typer.Option("--gpus-per-engine", min=0, help="With --ray: GPUs each engine reserves (above 0: the profile is resolved for cuda).")] = 0.0,
