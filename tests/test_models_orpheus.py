@@ -358,6 +358,73 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
     assert summary["asr"]["backend"] == "faster-whisper"
 
 
+def _bench_input_tokens(manifest: Path, out: Path, n: int, sets: list[str]) -> dict:
+    """One bench run over the first `n` rows; its run record (total_input_tokens: the talker prompts' length)."""
+    result = runner.invoke(app, ["bench", str(manifest), "-c", str(n), "-n", str(n), "--disable-shuffle", "--max-new-tokens", "14",
+                                 "--result-dir", str(out), "--result-filename", "r.json", "-p", "cpu", *sets])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads((out / "r.json").read_text())["runs"]
+    assert run["completed"] == n
+    return run
+
+
+@pytest.mark.engine
+def test_row_voices_reach_the_talker_prompt(tiny, adapter, tmp_path):
+    rows = [{"utt": "a", "text": "Hello there.", "voice": "zoe"}, {"utt": "b", "text": "A second line.", "voice": "leo"},
+            {"utt": "c", "text": "The third one."}]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, orpheus_sets(tiny))
+    with_voices = sum(len(adapter.build_prompt(r["text"], "", None, voice=r.get("voice"))) for r in rows)
+    profile_voice = sum(len(adapter.build_prompt(r["text"], "", None)) for r in rows)
+    assert with_voices != profile_voice  # "zoe" and "leo" are shorter than "tara"
+    assert run["total_input_tokens"] == with_voices
+
+
+@pytest.mark.engine
+def test_pretrained_continues_reference_rows_end_to_end(tiny, pretrained, tmp_path, caplog):
+    """Synth and bench with model_options.mode=pretrained on demo rows (reference audio + transcript):
+    each prompt is the continuation of its reference, encoded by the engine and cached."""
+    import shutil
+
+    from omnicli.audio import load_audio
+    from omnicli.engine.ref_cache import ReferenceCache
+    from omnicli.manifest import read_manifest
+
+    demo = read_manifest(DEMO).rows[:3]
+    (tmp_path / "prompts").mkdir()
+    lines = []
+    for i, row in enumerate(demo):
+        shutil.copy(row.prompt_wav, tmp_path / "prompts" / row.prompt_wav.name)
+        line = {"utt": row.utt, "text": row.text, "ref_text": row.prompt_text, "ref_audio": f"prompts/{row.prompt_wav.name}"}
+        lines.append(dict(line, voice="leah") if i == 1 else line)  # the pretrained model has no voices: ignored, with one warning
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    sets = [*orpheus_sets(tiny), "--set", "model_options.mode=pretrained"]
+
+    out = tmp_path / "synth"
+    with caplog.at_level("WARNING", logger="omnicli"):
+        result = runner.invoke(app, ["synth", str(manifest), "-o", str(out), "-c", "3", "--max-new-tokens", "70", "-p", "cpu", *sets])
+    assert result.exit_code == 0, result.output
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in results] == ["ok"] * 3
+    assert sorted(r["ref_cache"] for r in results) == ["cold"] * 3  # three different references, each encoded once
+    for r in results:
+        assert len(sf.read(out / r["wav"])[0]) == 10 * 2048
+    warned = [rec.getMessage() for rec in caplog.records if "has no named voices" in rec.getMessage()]
+    assert len(warned) == 1 and "'leah'" in warned[0]
+
+    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, sets)
+    refs = ReferenceCache(pretrained.codec.encoder, pretrained.sample_rate, pretrained.max_ref_samples)
+    expected = speech = 0
+    for row in demo:
+        frames = pretrained.codec.encode_frames(refs.prepare(*load_audio(row.prompt_wav)))
+        expected += len(pretrained.build_prompt(row.text, row.prompt_text, frames))
+        speech += orpheus.FRAME_TOKENS * len(orpheus.dedup_frames(frames))
+    assert run["total_input_tokens"] == expected
+    assert speech >= 3 * orpheus.FRAME_TOKENS  # every reference put speech tokens into its prompt
+
+
 def _stop_prone_copy(tiny: Path, dest: Path, stop_logit_scale: float) -> Path:
     """A copy of the tiny checkpoint whose talker samples end-of-speech with a fixed, moderate probability.
 
