@@ -6,7 +6,7 @@ from omnicli.engine.models.base import ModelAdapter
 
 MODELS = {
     "omni-tiny": "the embedded default: random-weight Llama talker + streaming codec, built locally from a seed",
-    "orpheus": "Orpheus TTS 3B finetuned (Llama 3.2 talker + SNAC 24 kHz); needs its checkpoints on disk",
+    "orpheus": "Orpheus TTS 3B, finetuned (named voices) or pretrained (continues a reference) (Llama 3.2 talker + SNAC 24 kHz); needs its checkpoints on disk",
     "neutts-air": "NeuTTS Air (Qwen2 0.5B talker + NeuCodec, voice cloning, espeak-ng phonemes); needs its checkpoints on disk",
 }
 
