@@ -328,5 +328,6 @@ class Engine:
             coalescing_wait_ms=self.codec.scheduler.coalescing_wait_s * 1000.0,
             ref_hot=self.refs.hot,
             ref_cold=self.refs.cold,
-            extra={"codec_ring_headroom": self.profile.codec.codec_ring_headroom},
+            # Windowed codecs have no rings: the setting means nothing there.
+            extra={"codec_ring_headroom": None if self.adapter.windowed else self.profile.codec.codec_ring_headroom},
         )

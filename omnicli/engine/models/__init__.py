@@ -10,6 +10,10 @@ MODELS = {
     "neutts-air": "NeuTTS Air (Qwen2 0.5B talker + NeuCodec, voice cloning, espeak-ng phonemes); needs its checkpoints on disk",
 }
 
+# Families whose codec keeps per-slot ring caches (the `codec_ring_headroom` setting
+# applies); the others decode stateless windows (omnicli.engine.windowed).
+RING_CACHE_FAMILIES = frozenset({"omni-tiny"})
+
 
 def load_model(
     name: str,
