@@ -13,6 +13,7 @@ from pathlib import Path
 
 SEED_TTS_FIELDS = "utt|prompt_text|prompt_wav|text[|gt_wav]"
 MAX_UTT_BYTES = 200  # leaves room for ".wav" and temp-file affixes under NAME_MAX (255)
+MAX_VOICE_CHARS = 100  # a voice is a name (Orpheus: tara, leah, ...), not a sentence
 AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".rf64"})
 
 
@@ -23,6 +24,7 @@ class ManifestRow:
     prompt_text: str = ""
     prompt_wav: Path | None = None
     gt_wav: Path | None = None
+    voice: str = ""  # a named voice (JSONL `voice`); "" = the profile's
     line_no: int = 0
     source: Path | None = None
 
@@ -78,6 +80,16 @@ def check_utt_id(utt: str) -> str | None:
     return None
 
 
+def check_voice(voice: str) -> str | None:
+    """Returns why `voice` cannot name a voice, or None when it can."""
+    if len(voice) > MAX_VOICE_CHARS:
+        return f"voice is {len(voice)} characters long (limit {MAX_VOICE_CHARS})"
+    bad = sorted({c for c in voice if ord(c) < 32 or ord(c) == 127})
+    if bad:
+        return f"voice {voice!r} contains control characters: {bad!r}"
+    return None
+
+
 def resolve_audio_path(
     value: str, base: Path, allow_outside: bool, must_exist: bool = True, *, what: str = "reference audio"
 ) -> tuple[Path | None, str | None]:
@@ -109,7 +121,7 @@ def _parse_seed_tts_short(parts: list[str]) -> dict:
     prompt_wav = parts[2].strip() if len(parts) == 3 else ""
     if len(parts) == 3 and utt.endswith(".wav"):
         utt = utt[: -len(".wav")]
-    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": ""}
+    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": "", "voice": ""}
 
 
 def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None, str | None]:
@@ -125,7 +137,7 @@ def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None
     if gt_wav and Path(gt_wav).suffix.lower() not in AUDIO_SUFFIXES:
         # Otherwise "a|b|c.wav|hello|world" would silently lose "|world" from the text.
         return None, f"5th field {gt_wav!r} is not an audio file name (is there a '|' inside the text?)"
-    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav}, None
+    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav, "voice": ""}, None
 
 
 def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
@@ -144,6 +156,7 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
         "prompt_text": obj.get("ref_text", obj.get("prompt_text", "")) or "",
         "prompt_wav": obj.get("ref_audio", obj.get("prompt_wav", "")) or "",
         "gt_wav": obj.get("gt_wav", "") or "",
+        "voice": obj.get("voice", "") or "",
     }
     for key, value in fields.items():
         if not isinstance(value, str):
@@ -202,6 +215,9 @@ def read_manifest(
                 bad(f"duplicate utterance id {utt!r} (first on line {seen[utt]})", utt)
                 continue
             seen[utt] = line_no  # even if this row turns out bad: a later row must not take its id
+            if (error := check_voice(fields["voice"])) is not None:
+                bad(error, utt)
+                continue
             prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
             if error:
                 bad(error, utt)
@@ -218,6 +234,7 @@ def read_manifest(
                     prompt_text=fields["prompt_text"],
                     prompt_wav=prompt_wav,
                     gt_wav=gt_wav,
+                    voice=fields["voice"],
                     line_no=line_no,
                     source=path,
                 )

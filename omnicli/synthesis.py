@@ -104,15 +104,18 @@ def utterance_seed(base_seed: int, utt: str) -> int:
 
 
 def input_digest(row: ManifestRow) -> str:
-    """Identifies what a row asks for (text and reference), to notice edited manifests.
+    """Identifies what a row asks for (text, reference, voice), to notice edited manifests.
 
     The reference counts by its path relative to the manifest, so a data set
-    moved together with its manifest is not redone.
+    moved together with its manifest is not redone. The voice is appended
+    only when the row names one, so rows without a voice keep the digests
+    earlier versions wrote (their results are not redone).
     """
     ref = ""
     if row.prompt_wav is not None:
         ref = os.path.relpath(row.prompt_wav, row.source.parent) if row.source is not None else str(row.prompt_wav)
-    key = "\x1f".join([row.text, row.prompt_text, ref])
+    parts = [row.text, row.prompt_text, ref] + ([row.voice] if row.voice else [])
+    key = "\x1f".join(parts)
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 

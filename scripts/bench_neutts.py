@@ -183,7 +183,10 @@ def phase_talker(cache: Path, args) -> dict:
                     n += len(d.token_ids)
                 return n
 
-            await one("warm", data["prompts"][0], 0)
+            # Warm up as `omni bench --warmup 4` warms the engine (4 requests at once, first concurrency
+            # permitting): a talker warmed with one request alone pays for its first batch in the pass.
+            warm = data["prompts"][:4]
+            await asyncio.gather(*(one(f"warm-{i}", p, i) for i, p in enumerate(warm[: min(len(warm), args.conc[0])])))
             for c in args.conc:
                 rows = data["prompts"][: args.rows]
                 sem = asyncio.Semaphore(c)

@@ -82,6 +82,18 @@ def test_run_has_every_required_key_and_is_strict_json(profile):
     assert not any(k in run for k in DETAILED)
 
 
+def test_ring_headroom_is_null_for_windowed_families(profile):
+    from omnicli.engine.models import RING_CACHE_FAMILIES
+
+    assert RING_CACHE_FAMILIES == {"omni-tiny"}
+    for model in ("orpheus", "neutts-air"):
+        p = make_pass(profile)
+        p.model = model
+        run = build_run(p)
+        assert run["codec_ring_headroom"] is None
+        json.dumps(run, allow_nan=False)
+
+
 def test_detailed_lists_and_custom_percentiles(profile):
     run = build_run(make_pass(profile), percentiles=[50, 99.9], detailed=True)
     assert all(len(run[k]) == 3 for k in DETAILED)

@@ -140,6 +140,78 @@ def test_code_mapping_follows_the_seven_token_frame(adapter):
     assert torch.equal(snac_to_frames(c0, c1, c2)[0], torch.from_numpy(codes))
 
 
+def test_a_request_voice_wins_over_the_profile_voice(adapter, tiny):
+    suffix = [128009, 128260, 128261, 128257]
+    assert adapter.uses_voice and not adapter.uses_reference
+    assert adapter.build_prompt("Hi", "", None, voice="leah") == [128259, *adapter.tokenizer.encode("leah: Hi").ids, *suffix]
+    assert adapter.build_prompt("Hi", "", None, voice=None) == [128259, *adapter.tokenizer.encode("tara: Hi").ids, *suffix]
+    profile_zac = orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"voice": "zac", "codec_noise": False})
+    assert profile_zac.build_prompt("Hi", "", None) == [128259, *adapter.tokenizer.encode("zac: Hi").ids, *suffix]
+    assert profile_zac.build_prompt("Hi", "", None, voice="mia") == adapter.build_prompt("Hi", "", None, voice="mia")
+
+
+def test_row_voice_prompt_ids_equal_the_reference_packages(adapter, tiny):
+    needs.present(HAVE_REFERENCE, "orpheus-speech (the reference) is not installed")
+    from transformers import AutoTokenizer
+
+    from omnicli.engine.models.verify_orpheus import _reference_modules
+
+    engine_class, _ = _reference_modules(adapter.codec.snac)
+    model = engine_class.OrpheusModel.__new__(engine_class.OrpheusModel)  # its prompt builder only, no vLLM engine
+    model.tokeniser = AutoTokenizer.from_pretrained(str(tiny / "talker"))
+    for voice in (*orpheus.VOICES, "julia"):
+        theirs = model.tokeniser(model._format_prompt("Is this the right voice?", voice=voice), add_special_tokens=False).input_ids
+        assert adapter.build_prompt("Is this the right voice?", "", None, voice=voice) == theirs, voice
+
+
+@pytest.fixture(scope="session")
+def pretrained(tiny):
+    return orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"codec_noise": False, "mode": "pretrained"})
+
+
+def test_dedup_frames_drops_frames_repeating_the_last_kept_codebook_0_code():
+    codes = np.array([[5, 1, 1, 1, 1, 1, 1], [5, 2, 2, 2, 2, 2, 2], [6, 3, 3, 3, 3, 3, 3], [5, 4, 4, 4, 4, 4, 4], [5, 9, 9, 9, 9, 9, 9]])
+    assert orpheus.dedup_frames(codes)[:, 1].tolist() == [1, 3, 4]
+    assert orpheus.dedup_frames(np.zeros((0, 7), np.int64)).shape == (0, 7)
+
+
+def test_pretrained_continuation_layout(pretrained):
+    assert pretrained.uses_reference and not pretrained.uses_voice
+    ref = np.array([[7, 1, 2, 3, 4, 5, 6], [7, 0, 0, 0, 0, 0, 0], [8, 6, 5, 4, 3, 2, 1]])  # the 2nd frame repeats code 7: dropped
+    ids = pretrained.build_prompt("Target words.", "Reference words.", ref)
+    ref_turn = [128259, *pretrained.tokenizer.encode("Reference words.").ids, 128009, 128260, 128261, 128257]
+    target_turn = [128259, *pretrained.tokenizer.encode("Target words.").ids, 128009, 128260, 128261, 128257]
+    speech = pretrained.codes_to_tokens(ref[[0, 2]]).tolist()
+    assert ids == [*ref_turn, *speech, 128258, 128262, *target_turn]
+    assert speech[:2] == [128266 + 7, 128266 + 4096 + 1]
+    # Without a reference: text-conditioned generation, no voice name.
+    assert pretrained.build_prompt("Target words.", "", None, voice="leah") == target_turn
+    with pytest.raises(ValueError, match="needs its transcript"):
+        pretrained.build_prompt("Target words.", "  ", ref)
+
+
+def test_pretrained_prompt_equals_the_training_record_layout(pretrained, tiny):
+    """Parity: our prompt (the engine's reference encoder) against the layout of Canopy's training
+    records, built independently from transformers' tokenizer and snac.encode."""
+    from transformers import AutoTokenizer
+
+    from omnicli.engine.models.verify_orpheus import training_layout_prompt
+
+    rng = np.random.default_rng(5)
+    pcm = np.concatenate([np.zeros(12000), 0.8 * rng.standard_normal(36000)]).astype(np.float32)
+    frames = pretrained.codec.encode_frames(pcm)
+    assert len(orpheus.dedup_frames(frames)) < len(frames)  # the de-duplication is exercised
+    theirs = training_layout_prompt(AutoTokenizer.from_pretrained(str(tiny / "talker")), pretrained.codec.snac, pcm, "The reference.", "The target.")
+    assert pretrained.build_prompt("The target.", "The reference.", frames) == theirs
+
+
+def test_mode_and_voice_options_are_checked(tiny):
+    with pytest.raises(ValueError, match="mode for orpheus must be one of finetuned, pretrained; got 'base'"):
+        orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"mode": "base"})
+    with pytest.raises(ValueError, match="voice applies to the finetuned orpheus model only"):
+        orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"mode": "pretrained", "voice": "tara"})
+
+
 def test_unknown_model_option_is_rejected(tiny):
     with pytest.raises(ValueError, match="unknown model_options for orpheus: speed"):
         orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"speed": 2})
@@ -231,9 +303,11 @@ def test_verify_passes_on_the_tiny_checkpoint(tiny):
     result = runner.invoke(app, ["models", "verify", "orpheus", "--checkpoint", str(tiny)])
     assert result.exit_code == 0, result.output
     assert "0 mismatched" in result.output
+    assert "pretrained continuation prompt vs training-record layout: 3/3 prompts identical" in result.output
     if HAVE_REFERENCE:
         assert "0 skipped" in result.output
         assert "21/21 frames bit-identical" in result.output and "3/3 prompts identical" in result.output
+        assert "row voice prompt ids vs orpheus_tts: 8/8 voices identical" in result.output
 
 
 def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
@@ -241,10 +315,12 @@ def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     from omnicli.engine.models import verify
 
     original = orpheus.OrpheusAdapter.build_prompt
-    monkeypatch.setattr(orpheus.OrpheusAdapter, "build_prompt", lambda self, *a: original(self, *a)[1:])  # drops start_of_human
+    monkeypatch.setattr(orpheus.OrpheusAdapter, "build_prompt", lambda self, *a, **kw: original(self, *a, **kw)[1:])  # drops start_of_human
     checks = {c.name: c for c in verify.run("orpheus", tiny)}
     assert checks["prompt ids vs orpheus_tts"].status == "mismatch"
     assert checks["prompt ids vs orpheus_tts"].figure == "0/3 prompts identical"
+    assert checks["row voice prompt ids vs orpheus_tts"].status == "mismatch"
+    assert checks["pretrained continuation prompt vs training-record layout"].status == "mismatch"
 
 
 # -- the real engine, end to end -----------------------------------------------------
@@ -280,6 +356,74 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
     # Noise may transcribe to nothing (counted as failed); every synthesized row was scored or judged.
     assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)
     assert summary["asr"]["backend"] == "faster-whisper"
+
+
+def _bench_input_tokens(manifest: Path, out: Path, n: int, sets: list[str]) -> dict:
+    """One bench run over the first `n` rows; its run record (total_input_tokens: the talker prompts' length)."""
+    result = runner.invoke(app, ["bench", str(manifest), "-c", str(n), "-n", str(n), "--disable-shuffle", "--max-new-tokens", "14",
+                                 "--result-dir", str(out), "--result-filename", "r.json", "-p", "cpu", *sets])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads((out / "r.json").read_text())["runs"]
+    assert run["completed"] == n
+    assert run["codec_ring_headroom"] is None  # a windowed codec has no ring caches
+    return run
+
+
+@pytest.mark.engine
+def test_row_voices_reach_the_talker_prompt(tiny, adapter, tmp_path):
+    rows = [{"utt": "a", "text": "Hello there.", "voice": "zoe"}, {"utt": "b", "text": "A second line.", "voice": "leo"},
+            {"utt": "c", "text": "The third one."}]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, orpheus_sets(tiny))
+    with_voices = sum(len(adapter.build_prompt(r["text"], "", None, voice=r.get("voice"))) for r in rows)
+    profile_voice = sum(len(adapter.build_prompt(r["text"], "", None)) for r in rows)
+    assert with_voices != profile_voice  # "zoe" and "leo" are shorter than "tara"
+    assert run["total_input_tokens"] == with_voices
+
+
+@pytest.mark.engine
+def test_pretrained_continues_reference_rows_end_to_end(tiny, pretrained, tmp_path, caplog):
+    """Synth and bench with model_options.mode=pretrained on demo rows (reference audio + transcript):
+    each prompt is the continuation of its reference, encoded by the engine and cached."""
+    import shutil
+
+    from omnicli.audio import load_audio
+    from omnicli.engine.ref_cache import ReferenceCache
+    from omnicli.manifest import read_manifest
+
+    demo = read_manifest(DEMO).rows[:3]
+    (tmp_path / "prompts").mkdir()
+    lines = []
+    for i, row in enumerate(demo):
+        shutil.copy(row.prompt_wav, tmp_path / "prompts" / row.prompt_wav.name)
+        line = {"utt": row.utt, "text": row.text, "ref_text": row.prompt_text, "ref_audio": f"prompts/{row.prompt_wav.name}"}
+        lines.append(dict(line, voice="leah") if i == 1 else line)  # the pretrained model has no voices: ignored, with one warning
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    sets = [*orpheus_sets(tiny), "--set", "model_options.mode=pretrained"]
+
+    out = tmp_path / "synth"
+    with caplog.at_level("WARNING", logger="omnicli"):
+        result = runner.invoke(app, ["synth", str(manifest), "-o", str(out), "-c", "3", "--max-new-tokens", "70", "-p", "cpu", *sets])
+    assert result.exit_code == 0, result.output
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in results] == ["ok"] * 3
+    assert sorted(r["ref_cache"] for r in results) == ["cold"] * 3  # three different references, each encoded once
+    for r in results:
+        assert len(sf.read(out / r["wav"])[0]) == 10 * 2048
+    warned = [rec.getMessage() for rec in caplog.records if "has no named voices" in rec.getMessage()]
+    assert len(warned) == 1 and "'leah'" in warned[0]
+
+    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, sets)
+    refs = ReferenceCache(pretrained.codec.encoder, pretrained.sample_rate, pretrained.max_ref_samples)
+    expected = speech = 0
+    for row in demo:
+        frames = pretrained.codec.encode_frames(refs.prepare(*load_audio(row.prompt_wav)))
+        expected += len(pretrained.build_prompt(row.text, row.prompt_text, frames))
+        speech += orpheus.FRAME_TOKENS * len(orpheus.dedup_frames(frames))
+    assert run["total_input_tokens"] == expected
+    assert speech >= 3 * orpheus.FRAME_TOKENS  # every reference put speech tokens into its prompt
 
 
 def _stop_prone_copy(tiny: Path, dest: Path, stop_logit_scale: float) -> Path:

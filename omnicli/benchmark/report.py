@@ -73,7 +73,12 @@ def _json_rate(rate: float) -> float | str:
     return rate if math.isfinite(rate) else "inf"  # strict JSON has no Infinity (vLLM writes "inf")
 
 
-def _ring_headroom(profile: Any) -> bool | None:
+def _ring_headroom(profile: Any, model: str | None) -> bool | None:
+    """The profile's ring sizing; None for a family without ring caches (windowed codecs)."""
+    from omnicli.engine.models import RING_CACHE_FAMILIES
+
+    if model not in RING_CACHE_FAMILIES:
+        return None
     try:
         return bool(profile.profile.codec.codec_ring_headroom)
     except AttributeError:
@@ -122,7 +127,7 @@ def build_run(
             "mean_codec_batch_size": stats["mean_codec_batch_size"],
             "coalescing_waits": stats["coalescing_waits"],
             "coalescing_wait_ms": stats["coalescing_wait_ms"],
-            "codec_ring_headroom": _ring_headroom(resolved),
+            "codec_ring_headroom": _ring_headroom(resolved, result.model),
             "engine_stats": stats,
             "failures": [
                 {"utt": r.utt, "request_id": r.request_id, "round": i, "error": r.error}

@@ -27,4 +27,5 @@ def request_from_row(row: ManifestRow, *, max_new_tokens: int | None = None, see
         ref_text=row.prompt_text,
         max_new_tokens=max_new_tokens,
         seed=seed,
+        voice=row.voice or None,
     )

@@ -87,6 +87,7 @@ class Engine:
         self._closed = False
         self._dead: str | None = None  # why the engine stopped serving; set once, by _die
         self._watchdog: asyncio.Task | None = None
+        self._warned_voice = False
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
         self.model_name = adapter.name
@@ -163,7 +164,9 @@ class Engine:
         if (problem := self.adapter.check_text(request.text)) is not None:
             raise RequestFailed(request.request_id, problem, info)
         ref_codes = await self._reference_codes(request, info)
-        prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes)
+        if request.voice and not self.adapter.uses_voice:
+            self._warn_voice_ignored(request)
+        prompt = self.adapter.build_prompt(request.text, request.ref_text or "", ref_codes, voice=request.voice)
         target = self.adapter.target_tokens(request.text)
         cap = request.max_new_tokens or self.profile.talker.max_new_tokens
         limit = self.profile.talker.max_model_len
@@ -187,6 +190,14 @@ class Engine:
             pump.cancel()
             self._outputs.close(rid)
             self.codec.cancel(rid)  # frees the slot if the request did not finish cleanly
+
+    def _warn_voice_ignored(self, request: TTSRequest) -> None:
+        # Once per engine: a manifest written for Orpheus' named voices stays usable
+        # with any family, and one line says the voices are not used.
+        if not self._warned_voice:
+            self._warned_voice = True
+            log.warning("model %s has no named voices: the voice %r of request %s and of any later request is ignored",
+                        self.adapter.name, request.voice, request.request_id)
 
     async def _reference_codes(self, request: TTSRequest, info: RequestInfo) -> np.ndarray | None:
         if request.ref_audio is None or not self.adapter.uses_reference:
@@ -317,5 +328,6 @@ class Engine:
             coalescing_wait_ms=self.codec.scheduler.coalescing_wait_s * 1000.0,
             ref_hot=self.refs.hot,
             ref_cold=self.refs.cold,
-            extra={"codec_ring_headroom": self.profile.codec.codec_ring_headroom},
+            # Windowed codecs have no rings: the setting means nothing there.
+            extra={"codec_ring_headroom": None if self.adapter.windowed else self.profile.codec.codec_ring_headroom},
         )

@@ -26,6 +26,9 @@ class TTSRequest:
 
     `ref_audio` is float32 PCM of shape (samples,) or (samples, channels) at
     `ref_sample_rate`; the engine converts it to what the codec needs.
+    `voice` names one of the model's built-in voices (Orpheus finetuned);
+    it wins over the profile's `model_options.voice`. Families without
+    named voices ignore it (the engine warns once).
     """
 
     request_id: str
@@ -35,6 +38,7 @@ class TTSRequest:
     ref_text: str = ""
     max_new_tokens: int | None = None  # talker token cap; None = profile default
     seed: int | None = None
+    voice: str | None = None
 
 
 @dataclass

@@ -6,9 +6,13 @@ from omnicli.engine.models.base import ModelAdapter
 
 MODELS = {
     "omni-tiny": "the embedded default: random-weight Llama talker + streaming codec, built locally from a seed",
-    "orpheus": "Orpheus TTS 3B finetuned (Llama 3.2 talker + SNAC 24 kHz); needs its checkpoints on disk",
+    "orpheus": "Orpheus TTS 3B, finetuned (named voices) or pretrained (continues a reference) (Llama 3.2 talker + SNAC 24 kHz); needs its checkpoints on disk",
     "neutts-air": "NeuTTS Air (Qwen2 0.5B talker + NeuCodec, voice cloning, espeak-ng phonemes); needs its checkpoints on disk",
 }
+
+# Families whose codec keeps per-slot ring caches (the `codec_ring_headroom` setting
+# applies); the others decode stateless windows (omnicli.engine.windowed).
+RING_CACHE_FAMILIES = frozenset({"omni-tiny"})
 
 
 def load_model(

@@ -27,12 +27,14 @@ class ModelAdapter(ABC):
     talker_path: Path  # a Hugging Face style folder vLLM can load
     codec: StreamingCodec
     uses_reference: bool = True  # False: the prompt ignores reference audio (it is not encoded)
+    uses_voice: bool = False  # True: a request's named `voice` goes into the prompt
     ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
     windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
-        """Token ids that prompt the talker for `text` in the reference's voice."""
+    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+        """Token ids that prompt the talker for `text` in the reference's voice (or the named
+        `voice`, for a family that `uses_voice`; the others ignore it)."""
 
     @abstractmethod
     def allowed_token_ids(self) -> list[int]:

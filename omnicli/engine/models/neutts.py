@@ -191,7 +191,7 @@ class NeuTTSAdapter(ModelAdapter):
     def phonemes(self, ref_text: str, text: str) -> str:
         return self.phonemize(ref_text) + " " + self.phonemize(text)
 
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
+    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
         if ref_codes is None:
             raise ValueError(f"{NAME} clones a reference voice: every request needs reference audio and its transcript")
         phones = self.tokenizer.encode(self.phonemes(ref_text, text), add_special_tokens=False).ids

@@ -12,6 +12,18 @@ position in the frame). Generation stops at end_of_speech (128258). One
 reference package defaults to stop id 49158, which is not a token of this
 vocabulary's speech range: a known bug we do not reproduce.
 
+Per request, a `voice` (a manifest row's) wins over the profile's.
+
+Pretrained model (`model_options.mode: pretrained`): no voice names; a
+request with reference audio and its transcript continues it. The
+reference is an earlier turn laid out as the model's training records were
+(Canopy's data preparation: one turn per utterance, consecutive frames with
+the same codebook-0 code dropped): `[start_of_human] + tok(ref_text) +
+[end_of_text, end_of_human, start_of_ai, start_of_speech] + reference
+tokens + [end_of_speech, end_of_ai]`, then the target turn as above without
+a voice. No reference package builds this prompt; the layout is the
+training records' (see docs/models.md).
+
 Codec streaming follows the reference decoder: each frame is decoded in a
 window with one frame of look-back and two of look-ahead (the reference's
 sliding window of 4 frames, keeping the 2nd); unlike the reference, the
@@ -44,6 +56,8 @@ CODEBOOK_SIZE = 4096
 FRAME_TOKENS = 7
 VOCAB_SIZE = 156940
 PROMPT_SUFFIX = (END_OF_TEXT, END_OF_HUMAN, START_OF_AI, START_OF_SPEECH)
+REFERENCE_END = (END_OF_SPEECH, END_OF_AI)  # closes the reference's speech turn (pretrained continuation)
+MODES = ("finetuned", "pretrained")
 
 VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")  # the finetuned model card's voices
 DEFAULT_VOICE = "tara"
@@ -114,6 +128,17 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
             "codec_parameters": sum(p.numel() for p in snac.parameters())}
 
 
+def dedup_frames(codes: np.ndarray) -> np.ndarray:
+    """Drops each frame whose codebook-0 code equals the last kept frame's, as Canopy's
+    training-data preparation does (so a reference looks like what the model learned from)."""
+    codes = np.asarray(codes, np.int64).reshape(-1, FRAME_TOKENS)
+    keep, last = [], None
+    for i, c0 in enumerate(codes[:, 0].tolist()):
+        if c0 != last:
+            keep.append(i)
+            last = c0
+    return codes[keep]
+
 
 class OrpheusAdapter(ModelAdapter):
     name = NAME
@@ -122,7 +147,6 @@ class OrpheusAdapter(ModelAdapter):
     num_codebooks = FRAME_TOKENS  # talker tokens per frame
     max_text_bytes = MAX_TEXT_BYTES
     windowed = True
-    uses_reference = False  # the finetuned model speaks in named voices
 
     def __init__(self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None):
         from tokenizers import Tokenizer
@@ -133,13 +157,23 @@ class OrpheusAdapter(ModelAdapter):
         self.talker_path = talker_path
         self.codec_path = codec_path
         self.tokenizer = Tokenizer.from_file(str(talker_path / "tokenizer.json"))
-        self.voice = str(options.pop("voice", DEFAULT_VOICE))
+        self.mode = str(options.pop("mode", "finetuned"))
+        if self.mode not in MODES:
+            raise ValueError(f"model_options.mode for {NAME} must be one of {', '.join(MODES)}; got {self.mode!r}")
+        pretrained = self.mode == "pretrained"
+        if pretrained and options.get("voice"):
+            raise ValueError(f"model_options.voice applies to the finetuned {NAME} model only; the pretrained one has no named voices")
+        self.voice = str(options.pop("voice", "" if pretrained else DEFAULT_VOICE) or "")
+        # The finetuned model speaks in named voices and ignores reference audio;
+        # the pretrained one continues a reference and has no voice names.
+        self.uses_voice = not pretrained
+        self.uses_reference = pretrained
         noise = bool(options.pop("codec_noise", True))
         self.sampling = {k: options.pop(k, v) for k, v in SAMPLING.items()}
         options.pop("seed", None)
         if options:
             raise ValueError(f"unknown model_options for {NAME}: {', '.join(sorted(options))} "
-                             "(known: voice, codec_noise, temperature, top_p, top_k, repetition_penalty)")
+                             "(known: mode, voice, codec_noise, temperature, top_p, top_k, repetition_penalty)")
         self._check_ids()
         snac = load_snac(codec_path, noise=noise, dtype="float32" if codec_dtype == "float64" else codec_dtype)
         self.codec = SnacCodec(snac, lookback=LOOKBACK_FRAMES, lookahead=LOOKAHEAD_FRAMES)
@@ -160,10 +194,25 @@ class OrpheusAdapter(ModelAdapter):
             raise ValueError(f"{self.talker_path}/tokenizer.json is not an Orpheus tokenizer: token ids {wrong} differ from {expect}")
 
     # -- prompt and tokens ----------------------------------------------------
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
-        # The finetuned model speaks in a named voice; reference audio is ignored.
-        body = self.tokenizer.encode(f"{self.voice}: {text}" if self.voice else text).ids
-        return [START_OF_HUMAN, *body, *PROMPT_SUFFIX]
+    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+        if self.mode == "pretrained":
+            return self._continuation(text, ref_text, ref_codes)
+        # The finetuned model speaks in a named voice (the request's, else the profile's); reference audio is ignored.
+        voice = voice or self.voice
+        return self._human_turn(f"{voice}: {text}" if voice else text)
+
+    def _human_turn(self, text: str) -> list[int]:
+        """One text turn up to where speech starts; the tokenizer adds <|begin_of_text|> itself."""
+        return [START_OF_HUMAN, *self.tokenizer.encode(text).ids, *PROMPT_SUFFIX]
+
+    def _continuation(self, text: str, ref_text: str, ref_codes: np.ndarray | None) -> list[int]:
+        """Pretrained model: the reference (transcript + speech) as an earlier turn, then `text`."""
+        if ref_codes is None or not len(ref_codes):
+            return self._human_turn(text)  # plain text-conditioned generation
+        if not ref_text.strip():
+            raise ValueError(f"pretrained {NAME} continues a reference: the reference audio needs its transcript (prompt_text / ref_text)")
+        ref_tokens = self.codes_to_tokens(dedup_frames(ref_codes)).tolist()
+        return [*self._human_turn(ref_text), *ref_tokens, *REFERENCE_END, *self._human_turn(text)]
 
     def allowed_token_ids(self) -> list[int]:
         return [*range(CODE_OFFSET, CODE_OFFSET + FRAME_TOKENS * CODEBOOK_SIZE), END_OF_SPEECH]

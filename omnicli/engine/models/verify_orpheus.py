@@ -5,6 +5,10 @@ without its dependencies (it would pull a CUDA vLLM). Its decoder module
 downloads SNAC and moves it to CUDA at import; we hand it our SNAC instead
 (same weights, noise blocks removed, CPU) before importing it, so its
 decoding runs exactly as written on the checkpoint under test.
+
+The pretrained model's continuation prompt has no reference code: it is
+checked against the layout of Canopy's training records, rebuilt here from
+transformers' tokenizer and `snac.encode` independently of the adapter.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     # 1. Prompt ids, against the reference's prompt builder.
     if ref is None:
         checks.append(Check("prompt ids vs orpheus_tts", "skipped", "-", "orpheus-speech not installed (pip install --no-deps orpheus-speech)"))
+        checks.append(Check("row voice prompt ids vs orpheus_tts", "skipped", "-", "orpheus-speech not installed"))
     else:
         from transformers import AutoTokenizer
 
@@ -88,6 +93,20 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
             if theirs != ours:
                 bad.append(f"{text!r}: ours {ours[:8]}... theirs {theirs[:8]}...")
         checks.append(Check("prompt ids vs orpheus_tts", "ok" if same == total else "mismatch", f"{same}/{total} prompts identical", "; ".join(bad)))
+        # A request's own voice (a manifest row's `voice`) must build the reference's prompt for that voice.
+        same, bad = 0, []
+        for i, voice in enumerate(orpheus.VOICES):
+            text = TEXTS[i % len(TEXTS)]
+            theirs = model.tokeniser(model._format_prompt(text, voice=voice), add_special_tokens=False).input_ids
+            ours = adapter.build_prompt(text, "", None, voice=voice)
+            same += theirs == ours
+            if theirs != ours:
+                bad.append(f"{voice}: ours {ours[:8]}... theirs {theirs[:8]}...")
+        checks.append(Check("row voice prompt ids vs orpheus_tts", "ok" if same == len(orpheus.VOICES) else "mismatch",
+                            f"{same}/{len(orpheus.VOICES)} voices identical", "; ".join(bad)))
+
+    # 1b. Pretrained continuation: no reference package builds it; compare with the training records' layout.
+    checks.append(_continuation_check(talker, codec_dir, codec, np.random.default_rng(seed + 1)))
 
     # 2. Token -> code mapping, against the reference's parser (codes 1..4095: it drops code 0, a known bug).
     n_frames = 24
@@ -156,6 +175,49 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     diff = max(max_abs(a, b) for a, b in zip(batched, single))
     checks.append(Check("3 requests batched vs one at a time", "ok" if diff <= 1e-5 else "mismatch", f"max abs diff {diff:.2e} (float tolerance 1e-5)"))
     return checks
+
+
+def training_layout_prompt(tokenizer, snac_model, ref_pcm: np.ndarray, ref_text: str, text: str) -> list[int]:
+    """The pretrained continuation prompt as Canopy's training data lays out its records,
+    built independently of the adapter: transformers' tokenizer, `snac.encode` codes
+    interleaved one frame at a time, frames repeating the last kept codebook-0 code dropped."""
+    o, size = orpheus.CODE_OFFSET, orpheus.CODEBOOK_SIZE
+    with torch.no_grad():
+        c0, c1, c2 = (c[0].tolist() for c in snac_model.encode(torch.from_numpy(ref_pcm).reshape(1, 1, -1)))
+    speech: list[int] = []
+    for i in range(len(c0)):
+        frame = [c0[i], c1[2 * i], c2[4 * i], c2[4 * i + 1], c1[2 * i + 1], c2[4 * i + 2], c2[4 * i + 3]]
+        if not speech or frame[0] + o != speech[-7]:
+            speech += [code + o + band * size for band, code in enumerate(frame)]
+
+    def turn(words: str) -> list[int]:
+        return [orpheus.START_OF_HUMAN, *tokenizer.encode(words, add_special_tokens=True),
+                orpheus.END_OF_TEXT, orpheus.END_OF_HUMAN, orpheus.START_OF_AI, orpheus.START_OF_SPEECH]
+
+    return [*turn(ref_text), *speech, orpheus.END_OF_SPEECH, orpheus.END_OF_AI, *turn(text)]
+
+
+def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) -> Check:
+    from transformers import AutoTokenizer
+
+    pretrained = orpheus.OrpheusAdapter(talker, codec_dir, options={"codec_noise": False, "mode": "pretrained"})
+    tokenizer = AutoTokenizer.from_pretrained(str(talker))
+    # Half a second of silence then loud noise: silent frames repeat their codes (they are
+    # dropped) and noisy ones mostly do not, so the de-duplication is exercised both ways.
+    rate = codec.sample_rate
+    pcm = np.concatenate([np.zeros(rate // 2), 0.8 * rng.standard_normal(rate)]).astype(np.float32)
+    frames = pretrained.codec.encode_frames(pcm)  # the engine's reference-encoding path
+    same, bad = 0, []
+    for text in TEXTS:
+        ours = pretrained.build_prompt(text, TEXTS[0], frames)
+        theirs = training_layout_prompt(tokenizer, codec.snac, pcm, TEXTS[0], text)
+        same += ours == theirs
+        if ours != theirs:
+            bad.append(f"{text!r}: {len(ours)} vs {len(theirs)} ids")
+    kept = len(orpheus.dedup_frames(frames))
+    return Check("pretrained continuation prompt vs training-record layout", "ok" if same == len(TEXTS) else "mismatch",
+                 f"{same}/{len(TEXTS)} prompts identical ({len(frames)} reference frames, {kept} after de-duplication)",
+                 "; ".join(bad))
 
 
 def _reference_stream(decoder, tokens: np.ndarray) -> list[np.ndarray]:
