@@ -71,7 +71,9 @@ def test_board_keeps_the_first_result_of_each_utt_and_hands_each_out_once():
 def test_rows_travel_as_json_and_come_back_equal(tmp_path):
     (tmp_path / "p.wav").write_bytes(b"")
     (tmp_path / "m.lst").write_text("u1|ref text|p.wav|héllo\nu2|||no reference\n")
-    rows = read_manifest(tmp_path / "m.lst").rows
+    (tmp_path / "m.jsonl").write_text('{"utt": "u3", "text": "hi", "voice": "leah"}\n')
+    rows = read_manifest(tmp_path / "m.lst").rows + read_manifest(tmp_path / "m.jsonl").rows
+    assert rows[-1].voice == "leah"  # a row voice (Orpheus) must reach the actor's engine
     assert [row_from_json(row_to_json(r)) for r in rows] == rows
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -50,18 +51,20 @@ ROW = "row"  # the one column of the dataset: each manifest row as a JSON string
 
 
 # -- rows over the wire ------------------------------------------------------------------
+_PATH_FIELDS = ("prompt_wav", "gt_wav", "source")
+
+
 def row_to_json(row: ManifestRow) -> str:
-    return json.dumps({
-        "utt": row.utt, "text": row.text, "prompt_text": row.prompt_text,
-        "prompt_wav": None if row.prompt_wav is None else str(row.prompt_wav),
-        "gt_wav": None if row.gt_wav is None else str(row.gt_wav),
-        "line_no": row.line_no, "source": None if row.source is None else str(row.source),
-    }, ensure_ascii=False)
+    """Every field of the row (a field added to ManifestRow travels without a change here)."""
+    d = dataclasses.asdict(row)
+    for key in _PATH_FIELDS:
+        d[key] = None if d[key] is None else str(d[key])
+    return json.dumps(d, ensure_ascii=False)
 
 
 def row_from_json(text: str) -> ManifestRow:
     d = json.loads(text)
-    for key in ("prompt_wav", "gt_wav", "source"):
+    for key in _PATH_FIELDS:
         d[key] = None if d[key] is None else Path(d[key])
     return ManifestRow(**d)
 
