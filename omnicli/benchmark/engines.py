@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, summarize
+from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, detailed_lists, summarize
 from omnicli.benchmark.report import build_run
 from omnicli.benchmark.session import PassResult, ProfileRun
 from omnicli.driver import LoadShape, RequestRecord
@@ -106,11 +106,11 @@ class EnginesPass:
         return "; ".join(errors) or None
 
 
-def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None) -> dict:
+def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None, detailed: bool = False) -> dict:
     """One engine's figures for the pass (`per_engine` of the result file)."""
     entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error}
     if engine.result is not None and engine.error is None:
-        run = build_run(engine.result, percentiles=percentiles, machine=machine)
+        run = build_run(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
         entry.update({k: v for k, v in run.items() if k not in SHARED_KEYS})
         for failure in entry["failures"]:
             failure["engine"] = engine.engine
@@ -118,12 +118,16 @@ def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: d
 
 
 def build_engines_run(
-    passed: EnginesPass, *, percentiles: Sequence[float] = DEFAULT_PERCENTILES, machine: dict | None = None
+    passed: EnginesPass, *, percentiles: Sequence[float] = DEFAULT_PERCENTILES, machine: dict | None = None,
+    detailed: bool = False,
 ) -> dict:
     """The merged result dict of a pass (docs/metrics.md keys) with a `per_engine` list.
 
     Figures are over the engines that completed the pass; one that failed
     is listed with its `engine_error`. ValueError when none completed it.
+    `detailed`: each engine's per-request lists (times relative to its own
+    round start), and on the merged run their concatenation in engine order
+    with `request_engines` naming each request's engine.
     """
     healthy = passed.healthy
     if not healthy:
@@ -139,6 +143,11 @@ def build_engines_run(
     run["warmup_requests"] = sum(e.result.warmup_requests for e in healthy)
     run["warmup_failed"] = sum(e.result.warmup_failed for e in healthy)
     run["num_engines"] = len(passed.engines)
-    run["per_engine"] = [engine_entry(e, percentiles=percentiles, machine=machine) for e in passed.engines]
+    run["per_engine"] = [engine_entry(e, percentiles=percentiles, machine=machine, detailed=detailed) for e in passed.engines]
     run["failures"] = [f for entry in run["per_engine"] for f in entry.get("failures", [])]
+    if detailed:
+        ok = [entry for entry in run["per_engine"] if entry["engine_error"] is None]
+        for key in detailed_lists([]):
+            run[key] = [value for entry in ok for value in entry[key]]
+        run["request_engines"] = [entry["engine"] for entry in ok for _ in entry["utts"]]
     return run

@@ -369,7 +369,7 @@ def bench(
         refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1,
                  "--audio-out": audio_out is not None, "--eval": eval_metrics is not None,
                  "--keep-failed": keep_failed is not None, "--save-result": save_result or append_result,
-                 "--save-detailed": save_detailed, "--plot": plot is not None},
+                 "--plot": plot is not None},
     )
     require_folder(result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
@@ -418,12 +418,14 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
             f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
             "for audio use omni synth --ray, then omni eval)", param_hint=clash[0],
         )
+    from rich.markup import escape
+
     from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
 
     try:
         import_ray()
     except RayUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")  # the hint's [ray] is not markup
         raise typer.Exit(EXIT_USAGE) from None
     return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 

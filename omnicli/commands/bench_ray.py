@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from omnicli.commands.common import (
     EXIT_ENGINE,
@@ -109,7 +110,8 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
     def write(*, forced: bool = False) -> int:
         results = list(bench.results) if bench is not None else []
         runs = [
-            build_engines_run(p, percentiles=report.percentiles, machine=machine_facts(p.healthy[0].result.device))
+            build_engines_run(p, percentiles=report.percentiles, machine=machine_facts(p.healthy[0].result.device),
+                              detailed=report.detailed)
             for p in results
         ]
         return _report(
@@ -136,7 +138,7 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
                         error = exc
                 interrupts.phase = Phase.CLOSING  # leaving the cluster (shut down when we started it)
         except RayUnavailable as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
         interrupts.phase = Phase.DONE
         with interrupts.save_lock:
@@ -146,9 +148,9 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
         err_console.print(f"[yellow]interrupted[/yellow]: the engines were closed; {done} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
     if error is not None:
-        err_console.print(f"[red]error:[/red] {error}")
+        err_console.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(EXIT_ENGINE)
     if bench is not None and bench.engine_error is not None:
-        err_console.print(f"[red]engine failed:[/red] {bench.engine_error}")
+        err_console.print(f"[red]engine failed:[/red] {escape(bench.engine_error)}")
         raise typer.Exit(EXIT_ENGINE)
     raise typer.Exit(code)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +48,10 @@ class PhaseOutcome:
 class BenchWorker:
     """A Ray actor's body: one engine built from the resolved profile, driven a phase at a time."""
 
-    def __init__(self, resolved: Any, index: int):
+    def __init__(self, resolved: Any, index: int, start_engine: Callable[[Any, int], Awaitable[Any]] | None = None):
         self.resolved = resolved
         self.index = index
+        self.start_engine = start_engine  # (resolved profile, engine index) -> engine; the real Engine by default
         self.engine: Any = None
         self._stopping = False
         self._stop: asyncio.Event | None = None
@@ -62,9 +63,12 @@ class BenchWorker:
 
         facts: dict = {"engine": self.index, "node": ray.get_runtime_context().get_node_id(), "error": None}
         try:
-            from omnicli.engine import Engine
+            if self.start_engine is not None:
+                self.engine = await self.start_engine(self.resolved, self.index)
+            else:
+                from omnicli.engine import Engine  # heavy (vLLM): imported in the actor only
 
-            self.engine = await Engine.start(self.resolved)
+                self.engine = await Engine.start(self.resolved)
         except Exception as exc:
             facts["error"] = f"{type(exc).__name__}: {exc}"
             return facts
@@ -152,6 +156,7 @@ class RayBench:
     observer: RayBenchObserver = field(default_factory=RayBenchObserver)
     grace_s: float = STOP_GRACE_S
     poll_s: float = 0.25
+    start_engine: Callable[[Any, int], Awaitable[Any]] | None = None  # see BenchWorker
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -174,7 +179,7 @@ class RayBench:
         if self.stop.is_set():
             return self.results
         actor_class = self.ray.remote(**self.actor_options())(BenchWorker)
-        actors = [actor_class.remote(self.run_spec.profile, i) for i in range(self.resources.engines)]
+        actors = [actor_class.remote(self.run_spec.profile, i, self.start_engine) for i in range(self.resources.engines)]
         try:
             self._start(actors)
             if not self.stop.is_set():
