@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_BENCH = ["-n", "8", "-c", "4", "--warmup", "4", "--max-new-tokens", "60", "-p", "cpu"]
+DEFAULT_BENCH = ["-n", "16", "-c", "4", "--warmup", "4", "--max-new-tokens", "60", "--rounds", "2", "-p", "cpu"]
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

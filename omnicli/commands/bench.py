@@ -319,7 +319,7 @@ def bench(
     ] = False,
     ray: Annotated[
         bool, typer.Option("--ray", help="Run --engines engines on a Ray cluster at once, each with the whole load; "
-                           "report each engine and the total (needs omnicli[ray]).", rich_help_panel="Scale-out")
+                           "report each engine and the total (needs the Ray extra: docs/scale-out.md).", rich_help_panel="Scale-out")
     ] = False,
     ray_address: Annotated[
         Optional[str], typer.Option("--ray-address", metavar="auto|HOST:PORT", help="Join this Ray cluster.",
