@@ -290,3 +290,62 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
     assert run["p99_audio_ttfp_ms"] == pytest.approx(1000 * np.percentile(run["audio_ttfps"], 99))
     assert run["mean_audio_rtf"] == pytest.approx(np.mean(run["audio_rtfs"]))
     assert "== cpu c=2 engine 1 ==" in result.stdout and "Completed / failed: 6 / 0" in result.stdout
+
+
+# --- the command's own parts ------------------------------------------------------------
+
+
+def test_the_bar_counts_each_request_of_all_engines_once():
+    from omnicli.commands.bench_ray import _RayInterrupts, _RayProgressObserver
+
+    calls = []
+
+    class Progress:
+        def start(self, description, total):
+            calls.append(("start", description, total))
+
+        def done(self, *, failed, audio_seconds):
+            calls.append((failed, round(audio_seconds, 6)))
+
+        def end(self):
+            calls.append("end")
+
+    observer = _RayProgressObserver(Progress(), _RayInterrupts(grace_s=5))
+    observer.phase_start("cpu c2", 8)
+    observer.phase_progress(2, 0, 1.6)
+    observer.phase_progress(2, 0, 1.6)  # polled again, nothing new
+    observer.phase_progress(5, 1, 3.1)
+    observer.phase_progress(4, 1, 3.0)  # an engine that did not answer this poll: never counted down
+    observer.phase_end()
+    assert calls == [("start", "cpu c2", 8), (False, 0.8), (False, 0.8), (True, 0.5), (False, 0.5), (False, 0.5), "end"]
+
+
+def test_a_first_signal_is_graceful_even_while_engines_start():
+    import signal
+
+    from omnicli.commands.bench_ray import _RayInterrupts
+    from omnicli.commands.interrupts import Phase
+
+    interrupts = _RayInterrupts(grace_s=5)
+    assert interrupts.phase is Phase.STARTING
+    interrupts.on_first_signal(signal.SIGINT)  # a forced exit would end this test's process
+    assert interrupts.stop.is_set() and interrupts.interrupted
+
+
+@pytest.mark.parametrize("outcome, message", [
+    ("start", "error: engine 1 (node n1) could not start: RuntimeError: no CUDA device 7"),
+    ("dead", "engine failed: engine 0: codec stage stopped"),
+])
+def test_engine_faults_exit_3_with_the_engines_error(ray_cluster, monkeypatch, outcome, message):
+    from omnicli.scaleout import bench as ray_bench
+
+    def run(self):  # the driver's outcome, without starting engines (its own tests run them)
+        if outcome == "start":
+            raise ray_bench.RayEngineStartError("engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
+        self.engine_error = "engine 0: codec stage stopped"
+        return self.results
+
+    monkeypatch.setattr(ray_bench.RayBench, "run", run)
+    result = runner.invoke(app, ["bench", "--ray", "--engines", "2", "-n", "1"])
+    assert result.exit_code == 3, result.output
+    assert message in " ".join(result.output.split())
