@@ -280,6 +280,8 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
     assert run["num_engines"] == 2 and [e["engine_error"] for e in engines] == [None, None]
     assert [e["completed"] for e in engines] == [3, 3] and run["completed"] == 6 and run["failed"] == 0
     assert [e["warmup_requests"] for e in engines] == [1, 1]
+    # each engine's node facts come from its own actor (torch is loaded there, not in this driver)
+    assert all(e["machine"]["torch_threads"] is not None for e in engines) and run["machine"] == engines[0]["machine"]
     for key in ("audio_throughput", "request_throughput", "talker_tokens_per_s", "total_audio_duration_s"):
         assert run[key] == pytest.approx(sum(e[key] for e in engines)), key
     assert run["duration"] == max(e["duration"] for e in engines)

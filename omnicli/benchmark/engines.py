@@ -82,6 +82,7 @@ class EnginePass:
     node: str | None
     result: PassResult | None
     error: str | None = None
+    machine: dict | None = None  # `machine_facts` of the engine's own node
 
 
 @dataclass
@@ -108,7 +109,7 @@ class EnginesPass:
 
 def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None, detailed: bool = False) -> dict:
     """One engine's figures for the pass (`per_engine` of the result file)."""
-    entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error}
+    entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error, "machine": engine.machine}
     if engine.result is not None and engine.error is None:
         run = build_run(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
         entry.update({k: v for k, v in run.items() if k not in SHARED_KEYS})
@@ -125,6 +126,7 @@ def build_engines_run(
 
     Figures are over the engines that completed the pass; one that failed
     is listed with its `engine_error`. ValueError when none completed it.
+    `machine` defaults to the first engine's own (`EnginePass.machine`).
     `detailed`: each engine's per-request lists (times relative to its own
     round start), and on the merged run their concatenation in engine order
     with `request_engines` naming each request's engine.
@@ -133,6 +135,8 @@ def build_engines_run(
     if not healthy:
         raise ValueError(f"no engine completed {passed.label}")
     first = healthy[0].result
+    if machine is None:
+        machine = healthy[0].machine
     run = build_run(first, percentiles=percentiles, machine=machine)
     run.update(merge_summaries([e.result.record_rounds for e in healthy], percentiles))
     stats = merge_stats([e.result.stats for e in healthy])

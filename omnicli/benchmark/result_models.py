@@ -69,6 +69,7 @@ class BenchEngineRun(BaseModel):
     node: str | None = Field(description="The Ray node id the engine ran on.")
     engine_error: str | None = Field(description="Why this engine failed during the pass (then no figures).")
     device: str | None = None
+    machine: dict[str, Any] | None = Field(None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
     duration: float | None = Field(None, description="This engine's own first submission to last completion, summed over rounds.")
     completed: int | None = None
     failed: int | None = None

@@ -99,7 +99,6 @@ class _RayInterrupts(EngineRunInterrupts):
 def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, address: str | None, resources: Any) -> NoReturn:
     """Runs the plan on `resources.engines` Ray engines, reports, exits with the bench's exit code."""
     from omnicli.benchmark.engines import build_engines_run
-    from omnicli.benchmark.report import machine_facts
     from omnicli.commands.bench import _report
     from omnicli.scaleout.bench import RayBench, RayEngineStartError
     from omnicli.scaleout.cluster import RayCluster, RayUnavailable
@@ -110,8 +109,7 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
     def write(*, forced: bool = False) -> int:
         results = list(bench.results) if bench is not None else []
         runs = [
-            build_engines_run(p, percentiles=report.percentiles, machine=machine_facts(p.healthy[0].result.device),
-                              detailed=report.detailed)
+            build_engines_run(p, percentiles=report.percentiles, detailed=report.detailed)  # machine: the first engine's node
             for p in results
         ]
         return _report(

@@ -72,10 +72,12 @@ class BenchWorker:
         except Exception as exc:
             facts["error"] = f"{type(exc).__name__}: {exc}"
             return facts
+        from omnicli.benchmark.report import machine_facts
+
+        device = str(getattr(self.engine, "device", ""))
         facts.update(
-            model=str(getattr(self.engine, "model_name", "")),
-            device=str(getattr(self.engine, "device", "")),
-            sample_rate=int(self.engine.sample_rate),
+            model=str(getattr(self.engine, "model_name", "")), device=device, sample_rate=int(self.engine.sample_rate),
+            machine=machine_facts(device),  # this node's, not the driver's
         )
         return facts
 
@@ -258,7 +260,7 @@ class RayBench:
                     model=facts["model"], device=facts["device"], started_at=started_at,
                     num_prompts=len(self.prompts), warmup_requests=warm_counts[i][0], warmup_failed=warm_counts[i][1],
                 )
-            engines.append(EnginePass(engine=i, node=facts["node"], result=result, error=errors[i]))
+            engines.append(EnginePass(engine=i, node=facts["node"], result=result, error=errors[i], machine=facts.get("machine")))
         passed = EnginesPass(self.run_spec, shape, engines)
         if passed.healthy:
             self.results.append(passed)
