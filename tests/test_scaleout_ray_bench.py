@@ -200,16 +200,17 @@ def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "thre
 
 
 def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
-    bench = fake_bench(ray_cluster, {}, warmup_requests=2)
+    bench = fake_bench(ray_cluster, {}, warmup_requests=2, rounds=2)
     results = bench.run()
     assert bench.engine_error is None and bench.unfinished is None
     assert [p.shape.concurrency for p in results] == [1, 2]
     for passed in results:
         run = build_engines_run(passed)
-        assert [e["completed"] for e in run["per_engine"]] == [4, 4] and run["completed"] == 8
+        assert [e["completed"] for e in run["per_engine"]] == [8, 8] and run["completed"] == 16  # 4 prompts x 2 rounds each
+        assert run["rounds"] == 2 and len(run["round_durations"]) == 2
         assert [e["warmup_requests"] for e in run["per_engine"]] == ([2, 2] if passed.shape.concurrency == 1 else [0, 0])
         ids = [r.request_id for e in passed.engines for rnd in e.result.rounds for r in rnd.records]
-        assert len(set(ids)) == 8  # request ids name their engine
+        assert len(set(ids)) == 16  # request ids name their engine and round
     assert bench.nodes == 1 and bench.ray_facts(None)["engines"] == 2
 
 
