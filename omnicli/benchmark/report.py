@@ -187,9 +187,11 @@ def build_document(
     interrupted: bool = False,
     engine_error: str | None = None,
     unfinished: str | None = None,
+    ray: dict | None = None,
 ) -> dict:
     """The result file. `runs` are the completed passes; when the invocation was
-    interrupted or the engine failed, `unfinished` names the pass it dropped."""
+    interrupted or the engine failed, `unfinished` names the pass it dropped.
+    `ray`: where the engines of `omni bench --ray` ran (`BenchRayFacts`)."""
     document = {
         "omni_version": __version__,
         "started_at": started_at,
@@ -199,5 +201,7 @@ def build_document(
         "runs": runs,
         "comparisons": compare_runs(runs, percentiles) if len({r["profile_label"] for r in runs}) > 1 else [],
     }
+    if ray is not None:
+        document["ray"] = ray
     BenchDocument.model_validate(document)  # one definition of the file: a drift fails here, not downstream
     return document

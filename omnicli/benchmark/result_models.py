@@ -17,6 +17,7 @@ class BenchFailure(BaseModel):
     request_id: str
     round: int
     error: str | None
+    engine: int | None = Field(None, description="With --ray: the engine (0-based) that ran the request.")
 
 
 class BenchEvalFigures(BaseModel):
@@ -57,6 +58,38 @@ class BenchEvalFigures(BaseModel):
 
 # The eval_summary.json keys copied into a pass's `eval` entry.
 EVAL_RESULT_KEYS = tuple(k for k in BenchEvalFigures.model_fields if k not in ("metrics", "error", "summary_file"))
+
+
+class BenchEngineRun(BaseModel):
+    """With --ray: one engine's figures for a pass (the same keys as a run's, for this engine alone)."""
+
+    model_config = ConfigDict(extra="allow")  # distribution keys and stage counters, as in a run
+
+    engine: int = Field(description="0-based engine index.")
+    node: str | None = Field(description="The Ray node id the engine ran on.")
+    engine_error: str | None = Field(description="Why this engine failed during the pass (then no figures).")
+    device: str | None = None
+    machine: dict[str, Any] | None = Field(None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
+    duration: float | None = Field(None, description="This engine's own first submission to last completion, summed over rounds.")
+    completed: int | None = None
+    failed: int | None = None
+    request_throughput: float | None = None
+    audio_throughput: float | None = None
+    talker_tokens_per_s: float | None = None
+    total_audio_duration_s: float | None = None
+    failures: list[BenchFailure] | None = None
+
+
+class BenchRayFacts(BaseModel):
+    """With --ray: where the engines ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(description="--ray-address, or null for a local cluster this run started.")
+    engines: int
+    gpus_per_engine: float
+    cpus_per_engine: float
+    nodes: int = Field(description="Distinct Ray nodes the engines ran on.")
 
 
 class BenchRun(BaseModel):
@@ -108,6 +141,10 @@ class BenchRun(BaseModel):
     engine_stats: dict[str, Any]
     failures: list[BenchFailure]
     eval: BenchEvalFigures | None = Field(None, description="With --eval: the figures of omni eval on this pass's audio.")
+    num_engines: int | None = Field(
+        None, description="With --ray: engines that ran this pass at the same time, each with the whole load shape; "
+        "the figures above are their total (throughputs summed, latency samples pooled).")
+    per_engine: list[BenchEngineRun] | None = Field(None, description="With --ray: each engine's own figures.")
 
 
 class BenchComparison(BaseModel):
@@ -130,3 +167,4 @@ class BenchDocument(BaseModel):
     unfinished: str | None = Field(description="The pass an interruption or engine failure dropped.")
     runs: list[BenchRun]
     comparisons: list[BenchComparison]
+    ray: BenchRayFacts | None = Field(None, description="With --ray: the cluster and the engines' resources.")

@@ -146,6 +146,17 @@ def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:
     return [prompts[i % len(prompts)] for i in range(count)] if prompts else []
 
 
+def warmup_phase(plan: BenchPlan, prompts: Sequence[Prompt]) -> tuple[list[Prompt], LoadShape] | None:
+    """The discarded phase run on each engine before its first pass: (prompts, load shape), or None."""
+    first = plan.shapes[0]
+    if plan.warmup_pass:
+        return list(prompts), first
+    if plan.warmup_requests:
+        # Warm the batch sizes the first pass will use, without an arrival schedule.
+        return warmup_prompts(prompts, plan.warmup_requests), LoadShape(concurrency=first.concurrency, seed=first.seed)
+    return None
+
+
 class _Stopped(Exception):
     """`stop` was set: no further phase runs."""
 
@@ -233,16 +244,10 @@ class BenchSession:
             warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
 
     async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:
-        first = self.plan.shapes[0]
-        if self.plan.warmup_pass:
-            prompts = self.prompts
-            shape = first
-        elif self.plan.warmup_requests:
-            prompts = warmup_prompts(self.prompts, self.plan.warmup_requests)
-            # Warm the batch sizes the first pass will use, without an arrival schedule.
-            shape = LoadShape(concurrency=first.concurrency, seed=first.seed)
-        else:
+        warm = warmup_phase(self.plan, self.prompts)
+        if warm is None:
             return 0, 0
+        prompts, shape = warm
         result = await self._phase(engine, f"{run.label} warmup", prompts, shape, f"p{index}-warmup", False)
         failed = sum(1 for r in result.records if not r.ok)
         if failed:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,8 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+
+KEEP_FAILED_ENV = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -309,11 +312,26 @@ def bench(
     ] = None,
     keep_failed: Annotated[
         Optional[Path],
-        typer.Option("--keep-failed", envvar="OMNI_FAILED_SPEECH_AUDIO_DIR", help="Retain failed or suspect audio here."),
+        typer.Option("--keep-failed", envvar=KEEP_FAILED_ENV, help="Retain failed or suspect audio here."),
     ] = None,
     allow_outside_paths: Annotated[
         bool, typer.Option("--allow-outside-paths", help="Allow manifest audio paths outside the manifest's folder.")
     ] = False,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run --engines engines on a Ray cluster at once, each with the whole load; "
+                           "report each engine and the total (needs the Ray extra: docs/scale-out.md).", rich_help_panel="Scale-out")
+    ] = False,
+    ray_address: Annotated[
+        Optional[str], typer.Option("--ray-address", metavar="auto|HOST:PORT", help="Join this Ray cluster.",
+                                    show_default="start a local one", rich_help_panel="Scale-out")
+    ] = None,
+    engines: Annotated[Optional[int], typer.Option("--engines", min=1, help="With --ray: engines, one per Ray actor.", show_default="1", rich_help_panel="Scale-out")] = None,
+    gpus_per_engine: Annotated[
+        Optional[float], typer.Option("--gpus-per-engine", min=0, help="With --ray: GPUs each engine's actor reserves.", show_default="0", rich_help_panel="Scale-out")
+    ] = None,
+    cpus_per_engine: Annotated[
+        Optional[float], typer.Option("--cpus-per-engine", min=0, help="With --ray: CPUs each engine's actor reserves.", show_default="1", rich_help_panel="Scale-out")
+    ] = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -324,7 +342,8 @@ def bench(
     lets requests in flight finish for a few seconds, closes the engine and
     reports the completed passes; a second Ctrl-C exits at once. Exit codes:
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
-    engine failed, 130 interrupted.
+    engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
+    run every pass at the same time; see docs/scale-out.md.
     """
     from omnicli.benchmark.metrics import parse_percentiles
     from omnicli.benchmark.outputs import RoundOutputs
@@ -342,6 +361,16 @@ def bench(
     if warmup and warmup_pass:
         raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
     shapes = load_shapes(concurrency, request_rate, burstiness, seed)
+    if ray and keep_failed is not None and str(keep_failed) == os.environ.get(KEEP_FAILED_ENV):
+        note(f"${KEEP_FAILED_ENV} is ignored with --ray (a Ray bench keeps no audio)")
+        keep_failed = None
+    resources = _ray_resources(
+        ray, engines, gpus_per_engine, cpus_per_engine, ray_address,
+        refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1,
+                 "--audio-out": audio_out is not None, "--eval": eval_metrics is not None,
+                 "--keep-failed": keep_failed is not None, "--save-result": save_result or append_result,
+                 "--plot": plot is not None},
+    )
     require_folder(result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
     runs = label_profiles(list(profile or [None]) + list(compare or []), set_)
@@ -365,10 +394,40 @@ def bench(
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
     )
     # run -> report
+    if resources is not None:
+        from omnicli.commands.bench_ray import run_ray_bench
+
+        run_ray_bench(runs[0], prompt_set.prompts, plan, report, address=ray_address, resources=resources)
     session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
     interrupts = _BenchInterrupts(session, report)
     error, code = _run_and_report(session, interrupts, outputs, report, bench_eval)
     _exit(session, interrupts, outputs, error, code)
+
+
+def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str, bool]):
+    """The engines' resources with --ray (None without); options that do not combine exit 2."""
+    if not ray:
+        given = [name for name, value in (("--engines", engines), ("--gpus-per-engine", gpus),
+                                          ("--cpus-per-engine", cpus), ("--ray-address", address)) if value is not None]
+        if given:
+            raise typer.BadParameter(f"{', '.join(given)} need(s) --ray", param_hint=given[0])
+        return None
+    clash = [name for name, given in refused.items() if given]
+    if clash:
+        raise typer.BadParameter(
+            f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
+            "for audio use omni synth --ray, then omni eval)", param_hint=clash[0],
+        )
+    from rich.markup import escape
+
+    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
+
+    try:
+        import_ray()
+    except RayUnavailable as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")  # the hint's [ray] is not markup
+        raise typer.Exit(EXIT_USAGE) from None
+    return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 
 
 def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int) -> list:
@@ -520,24 +579,29 @@ async def _start_engine(resolved):
 
 def _report(
     results, report: _Report, *, interrupted: bool = False, unfinished: str | None = None,
-    engine_error: str | None = None, forced: bool = False,
+    engine_error: str | None = None, forced: bool = False, runs: list[dict] | None = None, ray: dict | None = None,
 ) -> int:
-    """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed)."""
+    """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed).
+
+    `runs`: the result dicts when the caller built them (--ray: merged over engines); `ray`: the
+    result file's `ray` entry.
+    """
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
     from omnicli.benchmark.report import build_document, build_run, machine_facts
-    from omnicli.commands.bench_tables import comparison_tables, results_table
+    from omnicli.commands.bench_tables import comparison_tables, engine_tables, results_table
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
         err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
     if not results:
         return EXIT_OK
-    machine = machine_facts(results[0].device)
-    runs = [
-        build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
-        for r in results
-    ]
+    if runs is None:
+        machine = machine_facts(results[0].device)
+        runs = [
+            build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
+            for r in results
+        ]
     if report.text:
         from omnicli.commands.bench_export import text_lines
 
@@ -545,6 +609,8 @@ def _report(
             typer.echo(line)
     else:
         console.print(results_table(runs, report.percentiles))
+        for table in engine_tables(runs, report.percentiles):
+            console.print(table)
         if len({r["profile_label"] for r in runs}) > 1:
             for table in comparison_tables(runs, report.percentiles):
                 console.print(table)
@@ -561,7 +627,7 @@ def _report(
     if report.path is not None:
         document = build_document(
             runs, report.started_at, report.percentiles,
-            interrupted=interrupted, engine_error=engine_error, unfinished=unfinished,
+            interrupted=interrupted, engine_error=engine_error, unfinished=unfinished, ray=ray,
         )
         write_json_atomic(report.path, document)
         err_console.print(f"results: {report.path}", highlight=False)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omnicli.atomic import write_text_atomic
-from omnicli.commands.bench_tables import table_rows
+from omnicli.commands.bench_tables import engine_views, table_rows
 
 # Columns that identify a run, first in every CSV row.
 ID_COLUMNS = ("profile_label", "profile_digest", "max_concurrency", "request_rate", "burstiness", "num_prompts",
@@ -33,6 +33,12 @@ def text_lines(runs: Sequence[dict], percentiles: Sequence[float]) -> list[str]:
         lines.append(f"Model: {run.get('model')}")
         lines.append(f"Device: {run.get('device')}")
         lines.extend(f"{label}: {value}" for label, _, value in table_rows(run, percentiles))
+        for entry, view in zip(run.get("per_engine") or [], engine_views(run)):  # --ray: each engine after the total
+            lines.append(f"== {run_heading(run)} engine {entry['engine']} ==")
+            if view is None:
+                lines.append(f"Engine error: {entry['engine_error']}")
+            else:
+                lines.extend(f"{label}: {value}" for label, _, value in table_rows(view, percentiles))
     return lines
 
 

@@ -67,6 +67,8 @@ def results_table(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_P
     title = f"omni bench - {runs[0]['model']} on {runs[0]['device']}"
     if len(profiles) == 1:
         title += f" - profile {runs[0]['profile_label']}"
+    if runs[0].get("num_engines"):
+        title += f" - total of {runs[0]['num_engines']} engines on Ray"
     table = Table(title=title)
     table.add_column("Metric")
     for run in runs:
@@ -96,5 +98,33 @@ def comparison_tables(runs: Sequence[dict], percentiles: Sequence[float] = DEFAU
                 r = ratio(run.get(key), base.get(key)) if key else None
                 ratios.append(f"x{r:.2f}" if r is not None else "")
             table.add_row(label, *(rr[i][2] for rr in rows), *ratios)
+        tables.append(table)
+    return tables
+
+
+def engine_views(run: dict) -> list[dict | None]:
+    """With --ray: each engine's entry as a run dict (None for an engine that failed the pass)."""
+    return [
+        None if entry.get("engine_error") else {**run, **entry, "profile_label": f"{run['profile_label']} engine {entry['engine']}"}
+        for entry in run.get("per_engine") or []
+    ]
+
+
+def engine_tables(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[Table]:
+    """With --ray: per pass, each engine's figures beside the total (throughputs summed, samples pooled)."""
+    tables = []
+    for run in runs:
+        entries = run.get("per_engine") or []
+        if not entries:
+            continue
+        table = Table(title=f"per engine - {run['profile_label']} {_column_title(run)}")
+        table.add_column("Metric")
+        columns = []
+        for entry, view in zip(entries, engine_views(run)):
+            table.add_column(f"engine {entry['engine']}", justify="right")
+            columns.append(table_rows(view, percentiles) if view is not None else None)
+        table.add_column("total", justify="right")
+        for i, (label, _, value) in enumerate(table_rows(run, percentiles)):
+            table.add_row(label, *(rows[i][2] if rows is not None else "failed" for rows in columns), value)
         tables.append(table)
     return tables
