@@ -9,8 +9,9 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def current_umask() -> int:
@@ -36,19 +37,27 @@ def _tmp_path_for(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+@contextmanager
+def _replacing(path: Path) -> Iterator[BinaryIO]:
+    """A binary file under a temp name beside `path`, synced and renamed over `path`
+    when the block ends; removed instead when it raises (Ctrl-C included)."""
     fd, tmp = _tmp_path_for(path)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _replacing(path) as f:
+        f.write(data)
     return path
 
 
@@ -80,16 +89,8 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
             tmp.unlink(missing_ok=True)
             raise
         return True
-    fd, tmp_copy = _tmp_path_for(dst)
-    try:
-        with os.fdopen(fd, "wb") as f, open(src, "rb") as source:
-            shutil.copyfileobj(source, f, 1 << 20)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_copy, dst)
-    except BaseException:
-        Path(tmp_copy).unlink(missing_ok=True)
-        raise
+    with _replacing(dst) as f, open(src, "rb") as source:
+        shutil.copyfileobj(source, f, 1 << 20)
     return False
 
 
