@@ -62,8 +62,15 @@ def test_shards_are_roughly_balanced():
     assert all(900 <= n <= 1100 for n in counts.values()), counts  # 1000 each +-10%
 
 
+def test_the_split_is_pinned_across_releases():
+    # Existing shard folders depend on it: the first 8 bytes of sha256(utt), big-endian, mod N.
+    assert [shard_of(u, 1000) for u in ("u1", "demo_000", "utt-ü", "")] == [42, 868, 796, 652]
+    assert shard_of("u1", 2**40) == 58991561402  # all 8 bytes count, no more
+
+
 def test_shard_specs_parse_and_refuse():
     assert ShardSpec.parse(" 2/5 ") == ShardSpec(2, 5) and str(ShardSpec(2, 5)) == "2/5"
+    assert ShardSpec.parse("0/1") == ShardSpec(0, 1)  # one shard: a whole run, recorded as such
     for bad in ("3/2", "2/2", "1/0", "x/2", "1/y", "-1/2", "2", "", "1/2/3"):
         with pytest.raises(ShardSpecError):
             ShardSpec.parse(bad)
@@ -359,3 +366,32 @@ def test_a_full_disk_stops_the_merge_with_exit_4_and_merging_again_finishes(tmp_
     result = merge(*shards, "--out", out)
     assert result.exit_code == 0, result.output
     assert summary_of(out)["num_ok"] == 20
+
+
+def test_a_folder_records_its_shard_only_in_a_readable_summary(tmp_path):
+    assert shard_module.recorded_shard(tmp_path) == (False, None)  # no summary yet
+    (tmp_path / SUMMARY).write_text("[1, 2]")  # JSON, but not a summary: rewritten by the run
+    assert shard_module.recorded_shard(tmp_path) == (False, None)
+    (tmp_path / SUMMARY).write_text('{"shard": 3}')  # a summary whose shard is not "I/N"
+    assert shard_module.recorded_shard(tmp_path) == (True, None)
+    (tmp_path / SUMMARY).write_text('{"shard": "1/4"}')
+    assert shard_module.recorded_shard(tmp_path) == (True, "1/4")
+
+
+def test_conflict_messages_say_what_to_do_in_full(tmp_path):
+    (tmp_path / SUMMARY).write_text('{"shard": null}')
+    assert shard_module.shard_conflict(tmp_path, ShardSpec(1, 2)) == (
+        f"{tmp_path} holds a whole run (or a merge of shards), not shard 1/2: "
+        "give each shard a folder of its own (e.g. --out out/shard-I)"
+    )
+    (tmp_path / SUMMARY).write_text('{"shard": "0/2"}')
+    assert shard_module.shard_conflict(tmp_path, None) == (
+        f"{tmp_path} holds shard 0/2: resume it with --shard 0/2, or combine the shard folders with `omni synth-merge`"
+    )
+    assert shard_module.shard_conflict(tmp_path, ShardSpec(0, 2)) is None
+
+
+def test_a_whole_run_has_no_foreign_rows(tmp_path):
+    (tmp_path / RESULTS).write_text("".join(json.dumps({"utt": f"u{i}"}) + "\n" for i in range(6)))
+    assert shard_module.foreign_rows(tmp_path, None) == 0
+    assert shard_module.foreign_rows(tmp_path, ShardSpec(0, 2)) == sum(shard_of(f"u{i}", 2) != 0 for i in range(6))
