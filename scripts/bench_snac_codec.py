@@ -11,10 +11,9 @@ The window re-decodes context frames, so small chunks cost more per second.
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
 import torch
+from windowed_codec_timing import print_decode_costs
 
 
 def main() -> None:
@@ -30,37 +29,14 @@ def main() -> None:
 
     from omnicli.engine.models.orpheus import REAL_SNAC
     from omnicli.engine.models.snac_codec import SnacCodec, drop_noise
-    from omnicli.engine.windowed import WindowChunker, WindowedRunner
 
     torch.manual_seed(0)
     snac = SNAC(**REAL_SNAC).eval().to(getattr(torch, args.dtype))
     drop_noise(snac)
     codec = SnacCodec(snac, lookback=1, lookahead=2)
-    frames = round(args.seconds * codec.sample_rate / codec.hop)
-    audio_s = frames * codec.hop / codec.sample_rate
     params = sum(p.numel() for p in snac.decoder.parameters()) / 1e6
-    print(f"SNAC 24 kHz decoder {params:.1f} M parameters, {args.dtype}, {args.threads} threads, {frames} frames ({audio_s:.2f} s) per request")
-    for batch in [int(b) for b in args.batches.split(",")]:
-        codes = np.random.default_rng(0).integers(0, 4096, (batch, frames, 7))
-        with torch.no_grad():
-            codec.decode_frames(torch.from_numpy(codes[:, :4]))  # warm-up
-            t0 = time.perf_counter()
-            codec.decode_frames(torch.from_numpy(codes))
-            full = time.perf_counter() - t0
-        print(f"batch {batch:2d}  full decode: {1000 * full / (batch * audio_s):7.1f} ms per audio second")
-        for size in [int(c) for c in args.chunks.split(",")]:
-            runner = WindowedRunner(codec, batch, max_chunk_frames=size)
-            chunkers = [WindowChunker(7, size, size, lookahead=codec.lookahead) for _ in range(batch)]
-            steps = [ch.feed(c) for ch, c in zip(chunkers, codes)]
-            for ch, st in zip(chunkers, steps):
-                st.append(ch.flush())
-            t0 = time.perf_counter()
-            for i in range(len(steps[0])):
-                last = i == len(steps[0]) - 1
-                runner.execute(list(range(batch)), [st[i] for st in steps], last=[last] * batch)
-            took = time.perf_counter() - t0
-            print(f"batch {batch:2d}  stream, chunks of {size:2d}: {1000 * took / (batch * audio_s):7.1f} ms per audio second"
-                  f" ({len(steps[0])} steps)")
+    header = f"SNAC 24 kHz decoder {params:.1f} M parameters, {args.dtype}, {args.threads} threads"
+    print_decode_costs(codec, header, codebook_size=4096, seconds=args.seconds, batches=args.batches, chunks=args.chunks, warmup_frames=4)
 
 
 if __name__ == "__main__":
