@@ -21,12 +21,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
 
 from omnicli.atomic import read_jsonl
 from omnicli.synthesis import RESULTS
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
+from tests.processes import marked_processes, wait_gone
 
 pytestmark = pytest.mark.engine
 
@@ -36,30 +36,6 @@ START_TIMEOUT_S = 420  # engine start-up on a loaded 2-core machine, two at once
 # "Not hanging" bounds: generous, because the rule is that the command ends, not how fast.
 GRACEFUL_EXIT_S = 120
 FORCED_EXIT_S = 60
-
-
-def marked_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get("OMNI_TEST_MARK") == marker:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def wait_gone(marker: str, timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := marked_processes(marker)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    names = [f"{p.pid} {p.name()}" for p in left]
-    for proc in left:  # never leave them running on the test machine
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    return names
 
 
 class Run:

@@ -19,7 +19,6 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
 import soundfile as sf
 
@@ -27,31 +26,12 @@ from omnicli.atomic import read_jsonl
 from omnicli.manifest import read_manifest
 from omnicli.synthesis import RESULTS, SynthRun, plan_run
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS, mount_tmpfs, unmount
+from tests.processes import wait_gone
 
 pytestmark = pytest.mark.engine
 
 ROWS = 8
 START_TIMEOUT_S = 300  # engine start-up on a loaded 2-core machine, five at once
-
-
-def marked_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get("OMNI_TEST_MARK") == marker:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def wait_gone(marker: str, timeout: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while (left := marked_processes(marker)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for proc in left:  # never leave them running on the test machine
-        proc.kill()
-    return left
 
 
 class CliRun:
