@@ -101,16 +101,8 @@ def sighup_scenario(run: CliRun) -> dict:
     return {"reached": reached, "rc": rc, "left": wait_gone(run.marker, 15)}
 
 
-def diskfull_scenario(run: CliRun) -> dict:
-    try:
-        rc = run.proc.wait(START_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        run.proc.kill()
-        rc = None
-    return {"rc": rc, "left": wait_gone(run.marker, 15)}
-
-
-def startfail_scenario(run: CliRun) -> dict:
+def runs_to_its_end(run: CliRun) -> dict:
+    """The disk-full and start-failure runs: the command ends by itself."""
     try:
         rc = run.proc.wait(START_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -134,7 +126,7 @@ def cli_runs(tmp_path_factory) -> dict[str, tuple[CliRun, Future]]:
     if disk_full_skip is None:
         runs["diskfull"] = CliRun(make_set(base / "diskfull"), out=small / "out")
     scenarios = {"kill9": kill9_scenario, "sigint": sigint_scenario, "sighup": sighup_scenario,
-                 "startfail": startfail_scenario, "diskfull": diskfull_scenario}
+                 "startfail": runs_to_its_end, "diskfull": runs_to_its_end}
     pool = ThreadPoolExecutor(max_workers=len(runs))
     futures = {name: pool.submit(scenarios[name], run) for name, run in runs.items()}
     yield {name: (runs[name], futures[name]) for name in runs} | ({} if disk_full_skip is None else {"diskfull": disk_full_skip})

@@ -155,6 +155,12 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
     return resolved
 
 
+def usage_error(message: str) -> typer.Exit:
+    """Prints `error: message` on stderr and returns the exit-2 exception to raise."""
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(EXIT_USAGE)
+
+
 def require_folder(path: Path | None, option: str) -> None:
     """Exit 2 with one line when an output folder option names a file (or lies
     under one), before any work is done, instead of failing at the end with

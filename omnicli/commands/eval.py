@@ -19,7 +19,6 @@ from omnicli.commands.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SOME_FAILED,
-    EXIT_USAGE,
     ProfileOption,
     QuietOption,
     SetOption,
@@ -30,13 +29,9 @@ from omnicli.commands.common import (
     resolve_profile,
     set_verbosity,
     status,
+    usage_error,
 )
 from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_summary
-
-
-def _usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(EXIT_USAGE)
 
 
 def _fmt(value) -> str:
@@ -160,7 +155,7 @@ def eval_command(
     try:
         chosen = parse_metrics(metrics)
     except ValueError as exc:
-        raise _usage_error(f"--metrics {metrics!r}: {exc}") from None
+        raise usage_error(f"--metrics {metrics!r}: {exc}") from None
     resolved = resolve_profile(profile, sets)
     settings = resolved.profile
     plan = EvalPlan(
@@ -174,9 +169,9 @@ def eval_command(
     rows = _load_rows(manifest)
     needs_audio = "sim" in chosen or "mos" in chosen or transcripts is None
     if needs_audio and not gen_dir.is_dir():
-        raise _usage_error(f"{gen_dir}: generated-audio folder not found")
+        raise usage_error(f"{gen_dir}: generated-audio folder not found")
     if transcripts is not None and "wer" not in chosen:
-        raise _usage_error("--transcripts only applies to the wer metric")
+        raise usage_error("--transcripts only applies to the wer metric")
     out_dir = out or gen_dir / "eval"
 
     # --- models: locate everything first (cheap), then load each once ---
@@ -187,7 +182,7 @@ def eval_command(
             try:
                 plan.transcripts = read_transcripts(transcripts)
             except TranscriptsError as exc:
-                raise _usage_error(str(exc)) from None
+                raise usage_error(str(exc)) from None
             asr_info = {"backend": "transcripts", "model": str(transcripts), "language": plan.lang}
         elif "wer" in chosen:
             spec = AsrSpec.parse(asr) if asr else default_spec(plan.lang)
@@ -199,7 +194,7 @@ def eval_command(
             with status("loading SIM/MOS models ..."):
                 plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device)
     except (AsrSetupError, ScorerSetupError) as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
     except (AsrError, ScorerError) as exc:
         err_console.print(f"[red]model failed to load:[/red] {exc}")
         raise typer.Exit(EXIT_ENGINE) from None
@@ -247,7 +242,7 @@ def eval_command(
     try:
         paths = write_eval_results(out_dir, merge_rows(outcome), columns(outcome), summary, outcome)
     except OSError as exc:
-        raise _usage_error(f"cannot write results to {out_dir}: {exc}") from None
+        raise usage_error(f"cannot write results to {out_dir}: {exc}") from None
     finally:
         if wer_summary is not None:
             print_summary(summary)

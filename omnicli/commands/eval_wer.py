@@ -19,7 +19,6 @@ from omnicli.commands.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SOME_FAILED,
-    EXIT_USAGE,
     ProfileOption,
     QuietOption,
     SetOption,
@@ -32,6 +31,7 @@ from omnicli.commands.common import (
     resolve_profile,
     set_verbosity,
     status,
+    usage_error,
 )
 
 app = typer.Typer(help="Seed-TTS-eval compatible WER of generated speech.")
@@ -48,11 +48,6 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
-def _usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(EXIT_USAGE)
-
-
 def _load_rows(manifest: Path):
     from omnicli.manifest import ManifestError, read_manifest
 
@@ -60,15 +55,15 @@ def _load_rows(manifest: Path):
         # Prompt audio is not needed to score, so paths outside the manifest folder are fine.
         parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False, short_layouts=True)
     except ManifestError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
     if parsed.errors:
         for error in parsed.errors[:20]:
             err_console.print(f"[red]manifest error:[/red] {error}")
         if len(parsed.errors) > 20:
             err_console.print(f"... and {len(parsed.errors) - 20} more")
-        raise _usage_error(f"{manifest}: {len(parsed.errors)} bad row(s); fix them to evaluate every utterance")
+        raise usage_error(f"{manifest}: {len(parsed.errors)} bad row(s); fix them to evaluate every utterance")
     if not parsed.rows:
-        raise _usage_error(f"{manifest}: no utterances")
+        raise usage_error(f"{manifest}: no utterances")
     return parsed.rows
 
 
@@ -207,7 +202,7 @@ def _plan(
     settings = resolved.profile
     rows = _load_rows(manifest)
     if transcripts is None and not gen_dir.is_dir():
-        raise _usage_error(f"{gen_dir}: generated-audio folder not found")
+        raise usage_error(f"{gen_dir}: generated-audio folder not found")
     out_dir = out or gen_dir / "eval_wer"
     require_folder(out_dir, "--out")
     retainer = Retainer.from_option(keep_failed)
@@ -233,7 +228,7 @@ def _load_transcripts(transcripts: Path, asr: str | None) -> dict:
     try:
         return read_transcripts(transcripts)
     except TranscriptsError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 def _load_asr(asr: str | None, *, lang: str, device: str, max_new_tokens: int | None) -> tuple[Any, dict]:
@@ -245,7 +240,7 @@ def _load_asr(asr: str | None, *, lang: str, device: str, max_new_tokens: int | 
         with status(f"loading ASR {spec} ..."):
             backend = load_backend(spec, lang=lang, device=device, max_new_tokens=max_new_tokens)
     except AsrSetupError as exc:
-        raise _usage_error(str(exc)) from None
+        raise usage_error(str(exc)) from None
     except AsrError as exc:
         err_console.print(f"[red]ASR failed to load:[/red] {exc}")
         raise typer.Exit(EXIT_ENGINE) from None
@@ -291,7 +286,7 @@ def _report(plan: _Plan, run) -> int:
         paths = write_results(plan.out_dir, run.results, summary)
     except OSError as exc:
         print_summary(summary)
-        raise _usage_error(f"cannot write results to {plan.out_dir}: {exc}") from None
+        raise usage_error(f"cannot write results to {plan.out_dir}: {exc}") from None
     print_summary(summary)
     retainer = plan.retainer
     if retainer is not None and retainer.errors:
