@@ -322,8 +322,6 @@ class SynthRun:
         self.resolved = resolved if resolved is not None else engine.resolved
         self.out_dir = out_dir
         self.concurrency = max(1, concurrency)
-        self.max_new_tokens = max_new_tokens
-        self.retainer = retainer
         self.on_result = on_result or (lambda _result: None)
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
@@ -333,7 +331,7 @@ class SynthRun:
         self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
         self._unwritten: list[str] = []  # finished after OUT failed: nothing recorded, redone by a re-run
-        self.rows = RowSink(out_dir, self.resolved, max_new_tokens=max_new_tokens, retainer=retainer)
+        self.sink = RowSink(out_dir, self.resolved, max_new_tokens=max_new_tokens, retainer=retainer)
 
     async def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -354,7 +352,7 @@ class SynthRun:
         def sink(record: RequestRecord) -> None:
             if self.output_error is None:
                 try:
-                    result = self.rows.finish(record)
+                    result = self.sink.finish(record)
                     if keep is not None:
                         keep(result)  # after the wav is in place; whole or absent
                 except OSError as exc:  # not this utterance's fault: stop, leave it pending
@@ -366,7 +364,7 @@ class SynthRun:
             self._unwritten.append(record.utt)
 
         driven = await drive(
-            self.engine, [self.rows.prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
+            self.engine, [self.sink.prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
             keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
         )
         self.engine_error = driven.engine_error
