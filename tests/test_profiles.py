@@ -183,7 +183,7 @@ def test_platform_overlay_errors(tmp_path):
         (["codec.generation_max_wait_ms=-1"], "codec.generation_max_wait_ms: Input should be greater than or equal to 0"),
         (["codec.generation_max_wait_ms=.nan"], "codec.generation_max_wait_ms: Input should be a finite number"),
         (["codec.generation_max_wait_ms=.inf"], "codec.generation_max_wait_ms: Input should be a finite number"),
-        (["codec.codec_attention_backend=flash"], "codec.codec_attention_backend: Input should be 'sdpa', 'slot' or 'triton'"),
+        (["codec.codec_attention_backend=flash"], "codec.codec_attention_backend: Input should be 'sdpa', 'slot', 'triton' or 'triton_slot'"),
         (["codec.codec_attention_backend=triton"], "codec_attention_backend triton needs CUDA; this machine's platform is cpu"),
         (["talker.model_runner=v2"], "model_runner v2 (vLLM Model Runner V2) needs CUDA; this machine's platform is cpu: use model_runner: v1"),
         (["codec.capture_sizes=[4, 2]"], "capture_sizes must be sorted ascending without repeats"),

@@ -75,8 +75,9 @@ class CodecStageConfig(BaseModel):
 
     model_config = _STRICT
 
-    codec_attention_backend: Literal["sdpa", "slot", "triton"] = Field(
-        "sdpa", description="Codec attention: sdpa (gather + PyTorch SDPA), slot (in-place on the rings), triton (CUDA only)."
+    codec_attention_backend: Literal["sdpa", "slot", "triton", "triton_slot"] = Field(
+        "sdpa", description="Codec attention: sdpa (gather + PyTorch SDPA), slot (in-place on the rings), triton (CUDA only); "
+        "triton_slot: vLLM-Omni's MOSS codec on CUDA only.",
     )
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
         "float32", description="Codec decoder dtype."
@@ -169,12 +170,31 @@ class RetentionConfig(BaseModel):
         return max(self.too_long_min_s, self.too_long_s_per_char * len(text))
 
 
+class VllmOmniConfig(BaseModel):
+    """vLLM-Omni families only: the deploy config the overlay builds on, and raw passthroughs."""
+
+    model_config = _STRICT
+
+    base_deploy_config: Optional[str] = Field(
+        None, description="Packaged deploy file (e.g. moss_tts_local.yaml) or a path the overlay inherits; null: the family's default."
+    )
+    deploy_config: dict[str, Any] = Field(
+        default_factory=dict, description="Raw deploy-YAML keys merged into the overlay last (anything the profile does not map)."
+    )
+    stage_overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Raw per-stage engine args for AsyncOmni(stage_overrides=...), keyed by stage id."
+    )
+    codec_kv_cache_space_gb: float = Field(
+        0.25, gt=0, description="CPU KV cache size of the codec stage in GiB (vLLM-Omni skips memory profiling on CPU)."
+    )
+
+
 class Profile(BaseModel):
     """Every engine setting. Build one through `load_profile`."""
 
     model_config = _STRICT
 
-    model: Literal["omni-tiny", "orpheus", "neutts-air"] = Field("omni-tiny", description="Model family to run.")
+    model: Literal["omni-tiny", "orpheus", "neutts-air", "qwen3-tts", "moss-tts-local"] = Field("omni-tiny", description="Model family to run.")
     model_path: Optional[str] = Field(
         None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
     )
@@ -191,6 +211,7 @@ class Profile(BaseModel):
     talker: TalkerConfig = Field(default_factory=TalkerConfig, description="Stage 0 (vLLM talker).")
     codec: CodecStageConfig = Field(default_factory=CodecStageConfig, description="Stage 1 (streaming codec).")
     retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Suspect-audio thresholds.")
+    vllm_omni: VllmOmniConfig = Field(default_factory=VllmOmniConfig, description="vLLM-Omni deploy overlay options.")
     model_options: dict[str, Any] = Field(
         default_factory=dict,
         description="Free-form options of the model adapter. Replaced whole when overlaid, never merged.",
@@ -198,7 +219,9 @@ class Profile(BaseModel):
 
 
 # Stage/section name -> model; `model_options` is deliberately absent (free-form).
-SECTIONS: dict[str, type[BaseModel]] = {"talker": TalkerConfig, "codec": CodecStageConfig, "retention": RetentionConfig}
+SECTIONS: dict[str, type[BaseModel]] = {
+    "talker": TalkerConfig, "codec": CodecStageConfig, "retention": RetentionConfig, "vllm_omni": VllmOmniConfig,
+}
 # Mappings an overlay replaces whole instead of merging key by key.
 REPLACED_WHOLE = frozenset({"model_options"})
 
@@ -215,10 +238,11 @@ def check_platform(profile: Profile | dict, platform: str) -> list[tuple[str, st
             f"model_runner v2 (vLLM Model Runner V2) needs CUDA; this machine's platform is {platform}: "
             "use model_runner: v1",
         ))
-    if platform != "cuda" and isinstance(codec, dict) and codec.get("codec_attention_backend") == "triton":
+    backend = codec.get("codec_attention_backend") if isinstance(codec, dict) else None
+    if platform != "cuda" and backend in ("triton", "triton_slot"):
         problems.append((
             "codec.codec_attention_backend",
-            f"codec_attention_backend triton needs CUDA; this machine's platform is {platform}: "
+            f"codec_attention_backend {backend} needs CUDA; this machine's platform is {platform}: "
             "use sdpa or slot",
         ))
     return problems

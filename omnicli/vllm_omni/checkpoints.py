@@ -1,0 +1,292 @@
+"""The vLLM-Omni families' checkpoints: what each needs on disk, and random-weight builds.
+
+A checkpoint is one folder (vLLM-Omni loads every stage from it): a local
+folder or a Hugging Face repository id found in the offline cache, exactly as
+for the native families (`omnicli.engine.models.checkpoints`); nothing is
+downloaded.
+
+`build_tiny_qwen3_tts` writes a Qwen3-TTS checkpoint in the published layout
+(`config.json`, tokenizer files, `generation_config.json`, `model.safetensors`
+with the talker, code predictor and, for Base, speaker encoder under their
+published names, and `speech_tokenizer/` with the 12 Hz codec's config,
+feature-extractor config and weights) with random weights, so vLLM-Omni's own
+weight loading runs on it. The architecture is the published one; only the
+sizes shrink, and the special codec ids stay at the published values
+(vLLM-Omni's pipeline hard-codes the stop id 2150).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omnicli.engine.models.checkpoints import CheckpointSpec, locate
+
+QWEN3_TTS_KINDS = {"base": "Base", "custom_voice": "CustomVoice", "voice_design": "VoiceDesign"}
+
+_QWEN3_FILES = (
+    ("config.json",),
+    ("tokenizer.json", "vocab.json"),
+    ("tokenizer_config.json",),
+    ("model.safetensors", "model.safetensors.index.json"),
+    ("speech_tokenizer/config.json",),
+    ("speech_tokenizer/preprocessor_config.json",),
+    ("speech_tokenizer/model.safetensors", "speech_tokenizer/model.safetensors.index.json"),
+)
+
+QWEN3_TTS = CheckpointSpec(
+    role="checkpoint", profile_key="model_path", default_repo="Qwen/Qwen3-TTS-12Hz-0.6B-Base", required=_QWEN3_FILES
+)
+# MOSS-TTS-Local v1.5 ships remote code (its processor and audio tokenizer) beside the weights.
+MOSS_TTS_LOCAL = CheckpointSpec(
+    role="checkpoint",
+    profile_key="model_path",
+    default_repo="OpenMOSS-Team/MOSS-TTS-Local-Transformer-v1.5",
+    required=(
+        ("config.json",),
+        ("tokenizer.json", "tokenizer_config.json"),
+        ("model.safetensors", "model.safetensors.index.json"),
+        ("processor_config.json", "preprocessor_config.json"),
+    ),
+)
+
+
+def qwen3_tts_specs() -> list[CheckpointSpec]:
+    return [QWEN3_TTS]
+
+
+def moss_tts_local_specs() -> list[CheckpointSpec]:
+    return [MOSS_TTS_LOCAL]
+
+
+_SPECS = {"qwen3-tts": QWEN3_TTS, "moss-tts-local": MOSS_TTS_LOCAL}
+
+
+def locate_checkpoint(family: str, model_path: str | None) -> Path:
+    """The folder holding the family's whole checkpoint; CheckpointMissing (exit 2) names every place looked."""
+    return locate(_SPECS[family], model_path, family)
+
+
+# --- Qwen3-TTS random-weight builds -------------------------------------------------
+
+# Published special codec ids (talker vocabulary 3072: codes 0..2047, then specials).
+_CODEC_IDS = {
+    "codec_pad_id": 2148, "codec_bos_id": 2149, "codec_eos_token_id": 2150,
+    "codec_think_id": 2154, "codec_nothink_id": 2155, "codec_think_bos_id": 2156, "codec_think_eos_id": 2157,
+}
+_LANGUAGES = {"english": 2050, "chinese": 2055}
+_SPEAKERS = {"vivian": 3000, "ryan": 3001}  # CustomVoice only; ids chosen in the unused range
+# Text specials after the regular vocabulary, in the published order.
+_TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>"]
+
+_TINY = {
+    "text_regular": 256,  # byte-level symbols
+    "talker": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "head_dim": 32, "text_hidden_size": 64},
+    "predictor": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "num_key_value_heads": 1, "head_dim": 32},
+    "mrope_section": [6, 5, 5],  # sums to head_dim / 2
+    "speaker": {"enc_channels": [32, 32, 32, 32, 96], "enc_attention_channels": 16, "enc_se_channels": 16},
+    # Mimi encoder: `upsample_groups` must equal its hidden size.
+    "encoder": {"hidden_size": 32, "num_filters": 8, "codebook_dim": 16, "vector_quantization_hidden_dimension": 16,
+                "num_quantizers": 16, "upsample_groups": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+                "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16},
+    # Decoder: an explicit `codebook_dim` (its default is not in the class signature).
+    "decoder": {"hidden_size": 32, "latent_dim": 32, "codebook_dim": 16, "num_hidden_layers": 1,
+                "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64, "decoder_dim": 32},
+}
+# Qwen3-TTS-12Hz-0.6B dimensions (the text vocabulary keeps the published 151,936 ids).
+_REAL = {
+    "text_regular": 151643,
+    "talker": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+               "num_key_value_heads": 8, "head_dim": 128, "text_hidden_size": 2048},
+    "predictor": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 5, "num_attention_heads": 16,
+                  "num_key_value_heads": 8, "head_dim": 128},
+    "mrope_section": [24, 20, 20],
+    "speaker": {},
+    "encoder": {"codebook_dim": 256, "num_quantizers": 32, "upsample_groups": 512},
+    "decoder": {"codebook_dim": 512},
+}
+
+
+def _qwen3_config(sizes: dict, kind: str, text_vocab_size: int) -> dict:
+    talker = dict(sizes["talker"])
+    talker.update(
+        vocab_size=3072, num_code_groups=16, text_vocab_size=text_vocab_size, hidden_act="silu",
+        max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000,
+        rope_scaling={"rope_type": "default", "mrope_section": sizes["mrope_section"], "interleaved": True},
+        codec_language_id=dict(_LANGUAGES), **_CODEC_IDS,
+        code_predictor_config={**sizes["predictor"], "vocab_size": 2048, "num_code_groups": 16,
+                               "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "rope_theta": 1000000},
+    )
+    if kind == "custom_voice":
+        talker["spk_id"] = dict(_SPEAKERS)
+        talker["spk_is_dialect"] = {name: False for name in _SPEAKERS}
+    else:
+        talker["spk_id"], talker["spk_is_dialect"] = {}, {}
+    first = sizes["text_regular"]
+    return {
+        "architectures": ["Qwen3TTSForConditionalGeneration"],
+        "model_type": "qwen3_tts",
+        "tokenizer_type": "qwen3_tts_tokenizer_12hz",
+        "tts_model_size": "0b6",
+        "tts_model_type": kind,
+        "im_start_token_id": first + 1,
+        "im_end_token_id": first + 2,
+        "tts_pad_token_id": first + 3,
+        "tts_bos_token_id": first + 4,
+        "tts_eos_token_id": first + 5,
+        "talker_config": talker,
+        "speaker_encoder_config": {"enc_dim": talker["hidden_size"], "sample_rate": 24000, **sizes["speaker"]},
+        "torch_dtype": "float32",
+    }
+
+
+def _decoder_layer_weights(prefix: str, c: dict, randn, ones) -> dict:
+    """One Qwen3 decoder layer under its published parameter names."""
+    h, d, i = c["hidden_size"], c["head_dim"], c["intermediate_size"]
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+    return {
+        f"{prefix}.self_attn.q_proj.weight": randn(q, h), f"{prefix}.self_attn.k_proj.weight": randn(kv, h),
+        f"{prefix}.self_attn.v_proj.weight": randn(kv, h), f"{prefix}.self_attn.o_proj.weight": randn(h, q),
+        f"{prefix}.self_attn.q_norm.weight": ones(d), f"{prefix}.self_attn.k_norm.weight": ones(d),
+        f"{prefix}.mlp.gate_proj.weight": randn(i, h), f"{prefix}.mlp.up_proj.weight": randn(i, h),
+        f"{prefix}.mlp.down_proj.weight": randn(h, i),
+        f"{prefix}.input_layernorm.weight": ones(h), f"{prefix}.post_attention_layernorm.weight": ones(h),
+    }
+
+
+def _talker_weights(cfg: dict, generator) -> dict:
+    """The talker and its code predictor, named as the published `model.safetensors` names them."""
+    import torch
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator) * 0.02
+
+    def ones(n):
+        return torch.ones(n)
+
+    t, p = cfg["talker_config"], cfg["talker_config"]["code_predictor_config"]
+    h, th, groups = t["hidden_size"], t["text_hidden_size"], t["num_code_groups"]
+    w = {
+        "talker.model.codec_embedding.weight": randn(t["vocab_size"], h),
+        "talker.model.text_embedding.weight": randn(t["text_vocab_size"], th),
+        "talker.model.norm.weight": ones(h),
+        "talker.text_projection.linear_fc1.weight": randn(th, th), "talker.text_projection.linear_fc1.bias": randn(th),
+        "talker.text_projection.linear_fc2.weight": randn(h, th), "talker.text_projection.linear_fc2.bias": randn(h),
+        "talker.codec_head.weight": randn(t["vocab_size"], h),
+        "talker.code_predictor.model.norm.weight": ones(p["hidden_size"]),
+    }
+    for i in range(t["num_hidden_layers"]):
+        w.update(_decoder_layer_weights(f"talker.model.layers.{i}", t, randn, ones))
+    for i in range(p["num_hidden_layers"]):
+        w.update(_decoder_layer_weights(f"talker.code_predictor.model.layers.{i}", p, randn, ones))
+    for g in range(groups - 1):  # one embedding and one head per residual codebook
+        w[f"talker.code_predictor.model.codec_embedding.{g}.weight"] = randn(p["vocab_size"], h)
+        w[f"talker.code_predictor.lm_head.{g}.weight"] = randn(p["vocab_size"], p["hidden_size"])
+    if p["hidden_size"] != h:
+        w["talker.code_predictor.small_to_mtp_projection.weight"] = randn(p["hidden_size"], h)
+        w["talker.code_predictor.small_to_mtp_projection.bias"] = randn(p["hidden_size"])
+    return w
+
+
+def _speaker_encoder_weights(cfg: dict, seed: int) -> dict:
+    import torch
+    from vllm_omni.model_executor.models.common.ecapa_tdnn import ECAPATimeDelayNet
+    from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig
+
+    torch.manual_seed(seed)
+    net = ECAPATimeDelayNet(Qwen3TTSSpeakerEncoderConfig(**cfg["speaker_encoder_config"]))
+    return {f"speaker_encoder.{k}": v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def _write_speech_tokenizer(folder: Path, sizes: dict, seed: int) -> int:
+    """speech_tokenizer/: the 12 Hz codec (Mimi encoder + Qwen3-TTS decoder) with random weights."""
+    import torch
+    from safetensors.torch import save_file
+    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Config,
+    )
+    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Model,
+    )
+
+    cfg = Qwen3TTSTokenizerV2Config(
+        encoder_config={**sizes["encoder"], "codebook_size": 2048, "sampling_rate": 24000, "frame_rate": 12.5},
+        decoder_config={**sizes["decoder"], "codebook_size": 2048, "num_quantizers": 16, "sliding_window": 72,
+                        "upsample_rates": [8, 5, 4, 3], "upsampling_ratios": [2, 2]},
+        encoder_valid_num_quantizers=16, input_sample_rate=24000, output_sample_rate=24000,
+        decode_upsample_rate=1920, encode_downsample_rate=1920,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3TTSTokenizerV2Model(cfg).eval()
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    # A fresh quantizer's codebooks are all zero (every frame would encode to code 0): give the
+    # encoder's codebooks random centroids so references encode to varied codes.
+    gen = torch.Generator().manual_seed(seed)
+    for name in list(state):
+        if name.startswith("encoder.") and name.endswith(".embed_sum"):
+            state[name] = torch.randn(state[name].shape, generator=gen)
+        elif name.startswith("encoder.") and name.endswith(".initialized"):
+            state[name] = torch.ones_like(state[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg.save_pretrained(folder)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "preprocessor_config.json").write_text(json.dumps({
+        "feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1, "sampling_rate": 24000,
+        "padding_side": "right", "padding_value": 0.0, "return_attention_mask": True,
+        "chunk_length_s": None, "overlap": None,
+    }, indent=2) + "\n")
+    return sum(v.numel() for k, v in state.items() if not k.endswith((".initialized", ".cluster_usage")))
+
+
+def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, kind: str = "base") -> dict:
+    """Writes one Qwen3-TTS checkpoint folder at `dest` (random weights, published layout)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from omnicli.engine.models import tiny_tokenizer
+
+    if kind not in QWEN3_TTS_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(QWEN3_TTS_KINDS)}; got {kind!r}")
+    sizes = _REAL if real_size else _TINY
+    first = sizes["text_regular"]
+    # The published ids put <|im_start|> at 151644 and the TTS specials at 151671..151673;
+    # the real-size build keeps those ids, the tiny one packs them after the byte symbols.
+    specials = _TEXT_SPECIALS if not real_size else (
+        _TEXT_SPECIALS[:3] + [f"<|extra_{i}|>" for i in range(151646, 151671)] + _TEXT_SPECIALS[3:]
+    )
+    text_vocab = 151936 if real_size else first + len(specials)
+    cfg = _qwen3_config(sizes, kind, text_vocab)
+    if real_size:
+        cfg.update(im_start_token_id=151644, im_end_token_id=151645,
+                   tts_pad_token_id=151671, tts_bos_token_id=151672, tts_eos_token_id=151673)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    (dest / "generation_config.json").write_text(json.dumps({
+        "do_sample": True, "temperature": 0.9, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.05,
+        "max_new_tokens": 8192, "subtalker_dosample": True, "subtalker_temperature": 0.9,
+        "subtalker_top_k": 50, "subtalker_top_p": 1.0,
+    }, indent=2) + "\n")
+    tiny_tokenizer.build(dest, regular_size=first, added=specials, bos=None, eos="<|im_end|>", pad="<|endoftext|>")
+
+    weights = _talker_weights(cfg, torch.Generator().manual_seed(seed))
+    if kind == "base":  # only Base clones voices from a reference
+        weights.update(_speaker_encoder_weights(cfg, seed + 1))
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    codec_params = _write_speech_tokenizer(dest / "speech_tokenizer", sizes, seed + 2)
+    return {
+        "family": "qwen3-tts",
+        "kind": kind,
+        "task_type": QWEN3_TTS_KINDS[kind],
+        "parameters": sum(v.numel() for v in weights.values()),
+        "speech_tokenizer_parameters": codec_params,
+        "speakers": sorted(cfg["talker_config"]["spk_id"]),
+        "languages": sorted(_LANGUAGES),
+    }
+
+
+def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
+    """The registry's builder: dest/base (Base) and dest/custom_voice (CustomVoice)."""
+    return {kind: build_tiny_qwen3_tts(dest / kind, seed=seed, real_size=real_size, kind=kind)
+            for kind in ("base", "custom_voice")}
