@@ -228,6 +228,7 @@ class OmniEngine:
             stream = _AudioStream(self.channels)
             final = None
             self._enter()
+            handed_at = time.perf_counter()  # vLLM-Omni times its stages from here
             try:
                 outputs = self._omni.generate(built.prompt, request_id=rid, sampling_params_list=built.sampling_params_list,
                                               output_modalities=["audio"])
@@ -244,7 +245,7 @@ class OmniEngine:
         if final is None:
             raise RequestFailed(request.request_id, "vLLM-Omni ended the request without a final output", info)
         figures = stage_metrics.from_output(final)
-        stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate)
+        stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate, handed_at)
         self._totals.add(figures, info.codec_frames)
         if info.finish_reason == "length":
             info.hit_cap = built.explicit_cap
