@@ -147,8 +147,12 @@ class OmniEngine:
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         profile = resolved.profile
+        from omnicli.vllm_omni.requests import unsupported
+
         if profile.model not in FAMILY_OUTPUT:
             raise EngineError(f"model {profile.model!r} is not a vLLM-Omni family ({', '.join(FAMILY_OUTPUT)})")
+        if (reason := unsupported(profile.model)) is not None:
+            raise EngineError(reason)
         ckpt = locate_checkpoint(profile.model, profile.model_path)
         AsyncOmni = _import_async_omni()
         overlay = build_overlay(resolved, ckpt)
