@@ -37,17 +37,26 @@ _QWEN3_FILES = (
 QWEN3_TTS = CheckpointSpec(
     role="checkpoint", profile_key="model_path", default_repo="Qwen/Qwen3-TTS-12Hz-0.6B-Base", required=_QWEN3_FILES
 )
-# MOSS-TTS-Local v1.5 ships remote code (its processor and audio tokenizer) beside the weights.
+# MOSS-TTS-Local v1.5 ships remote code (its processor, which vLLM-Omni's request adapter calls) beside
+# the weights, and decodes with a separate audio tokenizer checkpoint (MOSS-Audio-Tokenizer-v2).
 MOSS_TTS_LOCAL = CheckpointSpec(
     role="checkpoint",
     profile_key="model_path",
     default_repo="OpenMOSS-Team/MOSS-TTS-Local-Transformer-v1.5",
     required=(
         ("config.json",),
-        ("tokenizer.json", "tokenizer_config.json"),
+        ("tokenizer.json", "vocab.json"),
+        ("tokenizer_config.json",),
         ("model.safetensors", "model.safetensors.index.json"),
-        ("processor_config.json", "preprocessor_config.json"),
+        ("processor_config.json",),
+        ("processing_moss_tts.py",),
     ),
+)
+MOSS_AUDIO_TOKENIZER = CheckpointSpec(
+    role="codec",
+    profile_key="codec_path",
+    default_repo="OpenMOSS-Team/MOSS-Audio-Tokenizer-v2",
+    required=(("config.json",), ("model.safetensors", "model.safetensors.index.json")),
 )
 
 
@@ -56,15 +65,22 @@ def qwen3_tts_specs() -> list[CheckpointSpec]:
 
 
 def moss_tts_local_specs() -> list[CheckpointSpec]:
-    return [MOSS_TTS_LOCAL]
+    return [MOSS_TTS_LOCAL, MOSS_AUDIO_TOKENIZER]
 
 
 _SPECS = {"qwen3-tts": QWEN3_TTS, "moss-tts-local": MOSS_TTS_LOCAL}
+_CODEC_SPECS = {"moss-tts-local": MOSS_AUDIO_TOKENIZER}
 
 
 def locate_checkpoint(family: str, model_path: str | None) -> Path:
     """The folder holding the family's whole checkpoint; CheckpointMissing (exit 2) names every place looked."""
     return locate(_SPECS[family], model_path, family)
+
+
+def locate_codec(family: str, codec_path: str | None) -> Path | None:
+    """The family's separate codec checkpoint (MOSS's audio tokenizer), or None where the checkpoint holds it."""
+    spec = _CODEC_SPECS.get(family)
+    return None if spec is None else locate(spec, codec_path, family)
 
 
 # --- Qwen3-TTS random-weight builds -------------------------------------------------
