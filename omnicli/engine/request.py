@@ -39,6 +39,8 @@ class TTSRequest:
     max_new_tokens: int | None = None  # talker token cap; None = profile default
     seed: int | None = None
     voice: str | None = None
+    instruct: str | None = None  # a voice described in words (Qwen3-TTS VoiceDesign; JSONL `instruct`)
+    language: str | None = None  # None = the profile's (model_options.language), else the model's auto
 
 
 @dataclass
@@ -51,6 +53,10 @@ class RequestInfo:
     talker_tokens: int = 0
     codec_frames: int = 0
     submitted_at: float = 0.0  # perf_counter() when the engine accepted it
+    hit_cap: bool = False  # the talker stopped at the request's max_new_tokens cap (finish_reason "length")
+    first_token_at: float | None = None  # perf_counter() of the first talker token, where the engine knows it
+    token_times: list[float] = field(default_factory=list)  # perf_counter() of each talker token/step output
+    stages: dict = field(default_factory=dict)  # per-stage figures of engines that report them (vLLM-Omni)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,0 +1,352 @@
+"""OmniEngine: vLLM-Omni's own TTS pipelines (AsyncOmni) behind the engine contract, in-process.
+
+    engine = await OmniEngine.start(resolved_profile)
+    async for chunk in engine.generate(request):   # AudioChunk(pcm, is_last, t)
+        ...
+    await engine.close()
+
+vLLM-Omni runs each stage (talker with its code predictor; Code2Wav) as an
+engine-core process behind an orchestrator thread; our profile becomes a
+deploy overlay (overlay.py) on the packaged deploy config. Requests are built
+as vLLM-Omni's server builds them (requests.py), off the event loop. In
+flight requests are capped at the stages' `max_num_seqs` here: vLLM-Omni
+admits every request at once (unbounded waiting queues, each one prewarmed
+into the codec stage). A fatal stage error, or a stage process that is gone,
+kills the engine: every request in flight and every later one gets
+`EngineDead`; anything else fails that request alone (`RequestFailed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.orphans import OrphanGuard, terminate_tree
+from omnicli.quiet import quiet_vllm
+from omnicli.vllm_omni import stage_metrics
+
+log = logging.getLogger(__name__)
+
+WATCHDOG_PERIOD_S = 0.5
+STAGE_START_TIMEOUT_S = 900  # engine start on a loaded 2-core machine takes minutes
+FAMILY_OUTPUT = {"qwen3-tts": (24000, 1), "moss-tts-local": (48000, 2)}  # sample rate, channels
+
+
+def _import_async_omni():
+    """AsyncOmni, with our import shims in place (they must precede vLLM-Omni's first import)."""
+    from omnicli.vllm_omni.shims import install_import_shims
+
+    quiet_vllm()
+    install_import_shims()
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    try:
+        from vllm_omni.entrypoints.async_omni import AsyncOmni
+    except ModuleNotFoundError as exc:
+        raise EngineError(f"vLLM-Omni is not installed ({exc}): pip install 'omnicli[vllm-omni]' (docs/vllm-omni.md)") from exc
+    return AsyncOmni
+
+
+def _delta_defaults(omni) -> list:
+    """The deploy config's per-stage default sampling params, as DELTA outputs (what the server streams)."""
+    from vllm_omni.entrypoints.utils import coerce_param_message_types
+
+    return [coerce_param_message_types(p, True) for p in omni.default_sampling_params_list]
+
+
+def _pcm(value, channels: int) -> np.ndarray:
+    """One audio tensor/array -> float32 (samples,) mono or (samples, channels)."""
+    arr = value.detach().to("cpu").float().numpy() if hasattr(value, "detach") else np.asarray(value, dtype=np.float32)
+    arr = np.asarray(arr, dtype=np.float32)
+    if channels == 1:
+        return arr.reshape(-1)
+    if arr.ndim == 1:
+        return np.repeat(arr[:, None], channels, axis=1)
+    arr = arr.reshape(-1, arr.shape[-1])  # (channels, T) as the codec gives it
+    return np.ascontiguousarray(arr.T if arr.shape[0] == channels else arr)
+
+
+class _AudioStream:
+    """New samples from successive outputs: a tensor is one delta, a list grows (cumulative: take the tail)."""
+
+    def __init__(self, channels: int):
+        self.channels = channels
+        self._seen = 0
+        self.samples = 0
+
+    def feed(self, audio) -> np.ndarray:
+        if audio is None:
+            parts = []
+        elif isinstance(audio, (list, tuple)):
+            parts, self._seen = list(audio[self._seen:]), len(audio)
+        else:
+            parts = [audio]
+        pcms = [_pcm(p, self.channels) for p in parts]
+        pcms = [p for p in pcms if p.size]
+        if not pcms:
+            shape = (0,) if self.channels == 1 else (0, self.channels)
+            return np.zeros(shape, np.float32)
+        pcm = np.concatenate(pcms, axis=0)
+        self.samples += pcm.shape[0]
+        return pcm
+
+
+class OmniEngine:
+    """The engine contract over one AsyncOmni; see the module docstring."""
+
+    def __init__(self, resolved, omni, builder, overlay, overlay_path: Path, workdir: tempfile.TemporaryDirectory,
+                 processes: list[psutil.Process], guard: OrphanGuard, pool: ThreadPoolExecutor):
+        profile = resolved.profile
+        self.resolved = resolved
+        self.profile = profile
+        self.model_name = profile.model
+        self.device = resolved.platform
+        self.sample_rate, self.channels = FAMILY_OUTPUT[profile.model]
+        self.startup_seconds = 0.0
+        self.overlay = overlay
+        self.overlay_path = overlay_path
+        self._omni = omni
+        self._builder = builder
+        self._workdir = workdir
+        self._processes = processes  # the stage processes vLLM-Omni started (children and theirs)
+        self._guard = guard
+        self._pool = pool
+        self._slots = asyncio.Semaphore(max(1, min(profile.talker.max_num_seqs, profile.codec.max_num_seqs)))
+        self._ids = itertools.count()
+        self._in_flight = 0
+        self._busy_since = 0.0
+        self._busy_s = 0.0
+        self._totals = stage_metrics.StageTotals()
+        self._dead: str | None = None
+        self._closed = False
+        self._watchdog: asyncio.Task | None = None
+        self._streams: dict[str, asyncio.Task] = {}
+
+    # -- life cycle ------------------------------------------------------------
+    @classmethod
+    async def start(cls, resolved) -> OmniEngine:
+        """Starts every stage of the family's pipeline; on failure nothing is left running."""
+        from omnicli.vllm_omni.checkpoints import locate_checkpoint
+        from omnicli.vllm_omni.overlay import build_overlay, write_overlay
+
+        t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        profile = resolved.profile
+        if profile.model not in FAMILY_OUTPUT:
+            raise EngineError(f"model {profile.model!r} is not a vLLM-Omni family ({', '.join(FAMILY_OUTPUT)})")
+        ckpt = locate_checkpoint(profile.model, profile.model_path)
+        AsyncOmni = _import_async_omni()
+        overlay = build_overlay(resolved, ckpt)
+        for key, reason in overlay.ignored:
+            log.warning("profile key %s is not read by vLLM-Omni's %s pipeline: %s", key, profile.model, reason)
+        workdir = tempfile.TemporaryDirectory(prefix="omni-vllm-omni-")
+        overlay_path = write_overlay(overlay, Path(workdir.name))
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="omni-vllm-omni")
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        guard = OrphanGuard()  # vLLM-Omni's stage processes outlive a parent killed with SIGKILL
+        omni = None
+        try:
+            omni = await loop.run_in_executor(pool, lambda: AsyncOmni(
+                model=str(ckpt), deploy_config=str(overlay_path), stage_overrides=overlay.stage_overrides or None,
+                stage_init_timeout=STAGE_START_TIMEOUT_S, init_timeout=STAGE_START_TIMEOUT_S, log_stats=False))
+            builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, _delta_defaults(omni))
+        except BaseException as exc:
+            await loop.run_in_executor(None, _stop, omni, before, guard)
+            pool.shutdown(wait=False)
+            workdir.cleanup()
+            if isinstance(exc, (EngineError, asyncio.CancelledError, KeyboardInterrupt)):
+                raise
+            raise EngineError(f"vLLM-Omni failed to start {profile.model} from {ckpt}: {type(exc).__name__}: {exc} "
+                              "(vLLM-Omni's log above names the cause)") from exc
+        processes = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.pid != guard.watcher_pid]
+        engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
+        engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
+        engine.startup_seconds = time.perf_counter() - t0
+        log.info("vLLM-Omni %s ready in %.1fs (%d stage processes)", profile.model, engine.startup_seconds, len(processes))
+        return engine
+
+    async def close(self) -> None:
+        """Stops the pipeline and every process it started; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        self._die("engine is closed")
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        for task in list(self._streams.values()):
+            task.cancel()
+        omni, self._omni = self._omni, None
+        await asyncio.get_running_loop().run_in_executor(None, _stop, omni, None, self._guard, self._processes)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._workdir.cleanup()
+
+    async def __aenter__(self) -> OmniEngine:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # -- requests --------------------------------------------------------------
+    async def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]:
+        """Streams one request's audio; raises RequestFailed (this request) or EngineDead (all of them)."""
+        from omnicli.vllm_omni.requests import RequestInvalid, length_finish_error
+
+        if self._dead is not None:
+            raise EngineDead(self._dead)
+        info = RequestInfo(submitted_at=time.perf_counter())
+        loop = asyncio.get_running_loop()
+        try:
+            built = await loop.run_in_executor(self._pool, self._builder.build, request)
+        except RequestInvalid as exc:
+            raise RequestFailed(request.request_id, str(exc), info) from None
+        except Exception as exc:
+            raise RequestFailed(request.request_id, f"could not build the request: {type(exc).__name__}: {exc}", info) from exc
+        info.prompt_tokens = len(built.prompt["prompt_token_ids"])
+        async with self._slots:
+            if self._dead is not None:
+                raise EngineDead(self._dead)
+            rid = f"{request.request_id}#{next(self._ids)}"
+            stream = _AudioStream(self.channels)
+            final = None
+            self._enter()
+            try:
+                outputs = self._omni.generate(built.prompt, request_id=rid, sampling_params_list=built.sampling_params_list,
+                                              output_modalities=["audio"])
+                async for out in self._outputs(request.request_id, outputs, info):
+                    mm = out.multimodal_output or {}
+                    pcm = stream.feed(mm.get("audio"))
+                    if out.finished:
+                        final = out
+                        break
+                    if pcm.shape[0]:
+                        yield AudioChunk(pcm, False, time.perf_counter())
+            finally:
+                self._exit()
+        if final is None:
+            raise RequestFailed(request.request_id, "vLLM-Omni ended the request without a final output", info)
+        figures = stage_metrics.from_output(final)
+        stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate)
+        self._totals.add(figures, info.codec_frames)
+        if info.finish_reason == "length":
+            info.hit_cap = built.explicit_cap
+            if (problem := length_finish_error(built, info.talker_tokens)) is not None:
+                raise RequestFailed(request.request_id, problem, info)
+        yield AudioChunk(pcm, True, time.perf_counter(), info)
+
+    async def _outputs(self, request_id: str, outputs, info: RequestInfo):
+        """vLLM-Omni's outputs for one request, its errors sorted into RequestFailed and EngineDead."""
+        from vllm_omni.entrypoints.omni_base import OmniEngineDeadError
+
+        try:
+            async for out in outputs:
+                yield out
+        except OmniEngineDeadError as exc:
+            self._die(f"a vLLM-Omni stage died: {exc}")
+            raise EngineDead(self._dead) from None
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception as exc:
+            if self._dead is not None:
+                raise EngineDead(self._dead) from None
+            raise RequestFailed(request_id, f"vLLM-Omni failed the request: {type(exc).__name__}: {exc}", info) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await outputs.aclose()
+
+    # -- failures ----------------------------------------------------------------
+    def _stage_down(self) -> str | None:
+        if self._omni is not None and getattr(self._omni, "errored", False):
+            return "vLLM-Omni's orchestrator stopped"
+        for proc in self._processes:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.Error:
+                pass
+            return f"a vLLM-Omni stage process (pid {proc.pid}) is gone"
+        return None
+
+    async def _watch(self) -> None:
+        while True:  # until close() cancels it
+            await asyncio.sleep(WATCHDOG_PERIOD_S)
+            if self._dead is None and (reason := self._stage_down()):
+                self._die(reason)
+
+    def _die(self, reason: str) -> None:
+        """The engine stops serving, for good: requests in flight end with EngineDead."""
+        if self._dead is not None:
+            return
+        self._dead = reason
+        if not self._closed:
+            log.warning("engine stopped: %s", reason)
+        omni = self._omni
+        if omni is not None:  # wake every request waiting on a stage that will never answer
+            with contextlib.suppress(Exception):
+                _fail_all(omni, reason)
+
+    # -- figures -----------------------------------------------------------------
+    def _enter(self) -> None:
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+
+    def _exit(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._busy_s += time.perf_counter() - self._busy_since
+
+    def stats(self) -> EngineStats:
+        busy = self._busy_s + (time.perf_counter() - self._busy_since if self._in_flight else 0.0)
+        t = self._totals
+        return EngineStats(
+            talker_tokens=t.talker_tokens,
+            talker_time_s=busy,
+            codec_frames=t.codec_frames,
+            codec_compute_s=t.codec_time_s,
+            extra={"engine": "vllm-omni", "stage_totals": t.to_dict()},
+        )
+
+
+def _make_builder(profile, ckpt: Path, defaults: list):
+    from omnicli.vllm_omni.requests import request_builder
+
+    return request_builder(profile.model, ckpt, defaults, profile.model_options)
+
+
+def _fail_all(omni, reason: str) -> None:
+    """Ends every request AsyncOmni is still waiting on with a fatal error (they would wait for ever)."""
+    from vllm_omni.engine.messages import ErrorMessage
+
+    for state in list(getattr(omni, "request_states", {}).values()):
+        queue = getattr(state, "queue", None)
+        if queue is not None:
+            queue.put_nowait(ErrorMessage(request_id=state.request_id, stage_id=-1, error=reason, fatal=True))
+
+
+def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psutil.Process] | None = None) -> None:
+    """Shuts AsyncOmni down, then ends whatever of its processes is left (nothing, normally)."""
+    if omni is not None:
+        with contextlib.suppress(Exception):
+            omni.shutdown()
+    if processes is None:  # a failed start: whatever appeared since `before`
+        processes = [p for p in psutil.Process().children(recursive=True)
+                     if p.pid not in (before or set()) and p.pid != guard.watcher_pid]
+    left = [p for p in processes if p.is_running()]
+    if left:
+        killed = terminate_tree(left, grace_s=5.0)
+        if killed:
+            log.warning("vLLM-Omni left %d process(es) after shutdown; killed them: %s", len(killed), killed)
+    guard.disarm()
