@@ -14,6 +14,7 @@ from pathlib import Path
 SEED_TTS_FIELDS = "utt|prompt_text|prompt_wav|text[|gt_wav]"
 MAX_UTT_BYTES = 200  # leaves room for ".wav" and temp-file affixes under NAME_MAX (255)
 MAX_VOICE_CHARS = 100  # a voice is a name (Orpheus: tara, leah, ...), not a sentence
+MAX_INSTRUCT_CHARS = 2000  # a voice described in words (Qwen3-TTS VoiceDesign)
 AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".rf64"})
 
 
@@ -25,6 +26,7 @@ class ManifestRow:
     prompt_wav: Path | None = None
     gt_wav: Path | None = None
     voice: str = ""  # a named voice (JSONL `voice`); "" = the profile's
+    instruct: str = ""  # a voice described in words (JSONL `instruct`); "" = the profile's
     line_no: int = 0
     source: Path | None = None
 
@@ -121,7 +123,7 @@ def _parse_seed_tts_short(parts: list[str]) -> dict:
     prompt_wav = parts[2].strip() if len(parts) == 3 else ""
     if len(parts) == 3 and utt.endswith(".wav"):
         utt = utt[: -len(".wav")]
-    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": "", "voice": ""}
+    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": "", "voice": "", "instruct": ""}
 
 
 def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None, str | None]:
@@ -137,7 +139,7 @@ def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None
     if gt_wav and Path(gt_wav).suffix.lower() not in AUDIO_SUFFIXES:
         # Otherwise "a|b|c.wav|hello|world" would silently lose "|world" from the text.
         return None, f"5th field {gt_wav!r} is not an audio file name (is there a '|' inside the text?)"
-    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav, "voice": ""}, None
+    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav, "voice": "", "instruct": ""}, None
 
 
 def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
@@ -157,6 +159,7 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
         "prompt_wav": obj.get("ref_audio", obj.get("prompt_wav", "")) or "",
         "gt_wav": obj.get("gt_wav", "") or "",
         "voice": obj.get("voice", "") or "",
+        "instruct": obj.get("instruct", "") or "",
     }
     for key, value in fields.items():
         if not isinstance(value, str):
@@ -218,6 +221,9 @@ def read_manifest(
             if (error := check_voice(fields["voice"])) is not None:
                 bad(error, utt)
                 continue
+            if len(fields["instruct"]) > MAX_INSTRUCT_CHARS:
+                bad(f"instruct is {len(fields['instruct'])} characters long (limit {MAX_INSTRUCT_CHARS})", utt)
+                continue
             prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
             if error:
                 bad(error, utt)
@@ -235,6 +241,7 @@ def read_manifest(
                     prompt_wav=prompt_wav,
                     gt_wav=gt_wav,
                     voice=fields["voice"],
+                    instruct=fields["instruct"],
                     line_no=line_no,
                     source=path,
                 )

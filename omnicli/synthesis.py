@@ -109,12 +109,12 @@ def input_digest(row: ManifestRow) -> str:
     The reference counts by its path relative to the manifest, so a data set
     moved together with its manifest is not redone. The voice is appended
     only when the row names one, so rows without a voice keep the digests
-    earlier versions wrote (their results are not redone).
+    earlier versions wrote (their results are not redone); the instruction likewise.
     """
     ref = ""
     if row.prompt_wav is not None:
         ref = os.path.relpath(row.prompt_wav, row.source.parent) if row.source is not None else str(row.prompt_wav)
-    parts = [row.text, row.prompt_text, ref] + ([row.voice] if row.voice else [])
+    parts = [row.text, row.prompt_text, ref] + ([row.voice] if row.voice else []) + ([f"instruct:{row.instruct}"] if row.instruct else [])
     key = "\x1f".join(parts)
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 

@@ -11,14 +11,16 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray,vllm-omni)
+#   OMNI_VLLM_OMNI       1 (default): also install vLLM-Omni 0.32.0rc1 without its
+#                        dependencies (the qwen3-tts / moss-tts-local families)
 #   OMNI_REFERENCE       1 (default): also install the model families' reference
 #                        packages without their dependencies (omni models verify)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray}
+extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray,vllm-omni}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi
@@ -91,6 +93,13 @@ if [ "${OMNI_REFERENCE:-1}" = 1 ]; then
   # neutts pins transformers/torchaudio/neucodec; the checks call its prompt builder,
   # phonemizer and streaming decoder with transformers' NeuCodec (see docs/models.md).
   "${pip[@]}" --no-deps "neutts==1.4.1"
+fi
+if [ "${OMNI_VLLM_OMNI:-1}" = 1 ]; then
+  say "installing vllm-omni 0.32.0rc1 and diffusers 0.40.0 (no deps)"
+  # Their declared dependencies would change the torch/vLLM stack; what the TTS
+  # pipelines import comes with the vllm-omni extra (pyproject.toml). The CPU
+  # platform is ours: an entry point of omnicli (docs/vllm-omni.md).
+  "${pip[@]}" --no-deps "vllm-omni==0.32.0rc1" "diffusers==0.40.0"
 fi
 # Some extras may pull the CUDA-only wheels back in.
 if [ "$device" = cpu ]; then

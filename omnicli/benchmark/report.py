@@ -85,6 +85,14 @@ def _ring_headroom(profile: Any, model: str | None) -> bool | None:
         return None
 
 
+def _stage_figures(record_rounds) -> dict:
+    """Per-stage means from engines that report stage figures (vLLM-Omni); nothing for the others."""
+    from omnicli.vllm_omni.stage_metrics import summarize as summarize_stages
+
+    infos = [r.info for rnd in record_rounds for r in rnd if r.info is not None and getattr(r.info, "stages", None)]
+    return summarize_stages(infos) if infos else {}
+
+
 def build_run(
     result: PassResult,
     *,
@@ -118,6 +126,7 @@ def build_run(
         "warmup_failed": result.warmup_failed,
     }
     run.update(summarize(result.record_rounds, percentiles))
+    run.update(_stage_figures(result.record_rounds))
     run.update(
         {
             "talker_tokens": stats["talker_tokens"],

@@ -28,4 +28,5 @@ def request_from_row(row: ManifestRow, *, max_new_tokens: int | None = None, see
         max_new_tokens=max_new_tokens,
         seed=seed,
         voice=row.voice or None,
+        instruct=row.instruct or None,
     )

@@ -33,7 +33,7 @@ import numpy as np
 import psutil
 
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
-from omnicli.orphans import OrphanGuard, terminate_tree
+from omnicli.orphans import OrphanGuard, is_resource_tracker, terminate_tree
 from omnicli.quiet import quiet_vllm
 from omnicli.vllm_omni import stage_metrics
 
@@ -51,10 +51,14 @@ def _import_async_omni():
     quiet_vllm()
     install_import_shims()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    # No core pinning (machines are shared), as for the native talker; inherited by every stage process.
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     try:
         from vllm_omni.entrypoints.async_omni import AsyncOmni
     except ModuleNotFoundError as exc:
-        raise EngineError(f"vLLM-Omni is not installed ({exc}): pip install 'omnicli[vllm-omni]' (docs/vllm-omni.md)") from exc
+        from omnicli.vllm_omni import INSTALL_HINT
+
+        raise EngineError(f"vLLM-Omni is not installed ({exc}): {INSTALL_HINT}") from exc
     return AsyncOmni
 
 
@@ -62,7 +66,7 @@ def _delta_defaults(omni) -> list:
     """The deploy config's per-stage default sampling params, as DELTA outputs (what the server streams)."""
     from vllm_omni.entrypoints.utils import coerce_param_message_types
 
-    return [coerce_param_message_types(p, True) for p in omni.default_sampling_params_list]
+    return coerce_param_message_types(list(omni.default_sampling_params_list), True)
 
 
 def _pcm(value, channels: int) -> np.ndarray:
@@ -159,7 +163,7 @@ class OmniEngine:
         try:
             omni = await loop.run_in_executor(pool, lambda: AsyncOmni(
                 model=str(ckpt), deploy_config=str(overlay_path), stage_overrides=overlay.stage_overrides or None,
-                stage_init_timeout=STAGE_START_TIMEOUT_S, init_timeout=STAGE_START_TIMEOUT_S, log_stats=False))
+                stage_init_timeout=STAGE_START_TIMEOUT_S, init_timeout=STAGE_START_TIMEOUT_S, log_stats=False, parallel_stage_init=True))
             builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, _delta_defaults(omni))
         except BaseException as exc:
             await loop.run_in_executor(None, _stop, omni, before, guard)
@@ -169,7 +173,9 @@ class OmniEngine:
                 raise
             raise EngineError(f"vLLM-Omni failed to start {profile.model} from {ckpt}: {type(exc).__name__}: {exc} "
                               "(vLLM-Omni's log above names the cause)") from exc
-        processes = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.pid != guard.watcher_pid]
+        # multiprocessing's resource tracker ends by itself; everything else must live as long as the engine
+        processes = [p for p in psutil.Process().children(recursive=True)
+                     if p.pid not in before and p.pid != guard.watcher_pid and not is_resource_tracker(p)]
         engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
         engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
         engine.startup_seconds = time.perf_counter() - t0
@@ -267,6 +273,11 @@ class OmniEngine:
                 await outputs.aclose()
 
     # -- failures ----------------------------------------------------------------
+    @property
+    def processes(self) -> list[psutil.Process]:
+        """The processes vLLM-Omni started for this engine (its stage engine cores and their workers)."""
+        return list(self._processes)
+
     def _stage_down(self) -> str | None:
         if self._omni is not None and getattr(self._omni, "errored", False):
             return "vLLM-Omni's orchestrator stopped"

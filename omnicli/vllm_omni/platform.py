@@ -49,6 +49,17 @@ class CpuOmniPlatform(OmniPlatform, CpuPlatform):
         return "vllm_omni/model_executor/stage_configs"
 
     @classmethod
+    def check_and_update_config(cls, vllm_config) -> None:
+        super().check_and_update_config(vllm_config)
+        # vLLM's CPU platform moves a one-process stage to its multiprocess executor (to pin
+        # OpenMP threads, which we do not do: VLLM_CPU_OMP_THREADS_BIND=nobind). Keeping the
+        # worker inside the stage's engine-core process saves one process, and its start-up
+        # imports, per stage. The native engine does the same for its talker.
+        parallel = vllm_config.parallel_config
+        if parallel.world_size == 1 and parallel.distributed_executor_backend == "mp":
+            parallel.distributed_executor_backend = "uni"
+
+    @classmethod
     def supports_torch_inductor(cls) -> bool:
         return False
 

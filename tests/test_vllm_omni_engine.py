@@ -1,0 +1,211 @@
+"""OmniEngine (vLLM-Omni's Qwen3-TTS pipeline in-process) on a tiny random-weight checkpoint.
+
+One engine for the whole module (vLLM-Omni starts two stage processes: 1-5
+minutes on a loaded 2-core machine), on our CPU platform. The checkpoint is
+built with real weight files in the published layout, so vLLM-Omni's own
+weight loading runs. Its weights are random: the talker never says its stop
+token in the few steps a test allows, so requests name a max_new_tokens cap
+(the audio is kept and the request reports `hit_cap`) or run into the
+automatic budget (a failure, as vLLM-Omni's server treats it). The test that
+kills a stage process runs last and ends the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import soundfile as sf
+
+from omnicli.engine.request import EngineDead, RequestFailed, TTSRequest
+from omnicli.manifest import read_manifest
+from tests.conftest import DEMO_MANIFEST
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
+vllm_omni = pytest.importorskip("vllm_omni", reason="vLLM-Omni is not installed (pip install 'omnicli[vllm-omni]')")
+
+CAP = 12  # talker tokens per test request: 11 frames of audio
+# Small stages; the configured talker budget (default_sampling_params.max_tokens) is kept short so a
+# request without a cap reaches the automatic budget in a few steps.
+SETS = ["talker.max_num_seqs=4", "codec.max_num_seqs=4", "talker.max_new_tokens=16", "talker.dtype=bfloat16"]
+
+
+class Harness:
+    """The engine on its own loop in a background thread (it is bound to the loop it started on)."""
+
+    def __init__(self, engine, loop):
+        self.engine, self.loop = engine, loop
+
+    def run(self, coro, timeout: float = 600):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory) -> Path:
+    from omnicli.vllm_omni.checkpoints import build_tiny_qwen3_tts
+
+    dest = tmp_path_factory.mktemp("qwen3-tts") / "base"
+    build_tiny_qwen3_tts(dest, seed=0, kind="base")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def omni(tiny_qwen3):
+    from omnicli.profile import load_profile
+    from omnicli.vllm_omni.engine import OmniEngine
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-omni-loop", daemon=True)
+    thread.start()
+    resolved = load_profile("qwen3-tts", overrides=[f"model_path={tiny_qwen3}", *SETS])
+    engine = asyncio.run_coroutine_threadsafe(OmniEngine.start(resolved), loop).result(900)
+    harness = Harness(engine, loop)
+    yield harness
+    asyncio.run_coroutine_threadsafe(engine.close(), loop).result(120)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def reference(seconds: float = 1.0, sr: int = 16000) -> tuple[np.ndarray, int]:
+    t = np.arange(int(seconds * sr)) / sr
+    return (0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), sr
+
+
+async def collect(engine, request: TTSRequest):
+    chunks = []
+    async for chunk in engine.generate(request):
+        chunks.append(chunk)
+    return chunks
+
+
+async def outcome(engine, request: TTSRequest):
+    try:
+        return await collect(engine, request)
+    except (RequestFailed, EngineDead) as exc:
+        return exc
+
+
+def test_requests_stream_24khz_audio_and_one_bad_request_fails_alone(omni):
+    engine = omni.engine
+    assert (engine.sample_rate, engine.channels, engine.model_name, engine.device) == (24000, 1, "qwen3-tts", "cpu")
+    wav, sr = reference()
+    good = [TTSRequest(f"r{i}", f"Sentence number {i}.", ref_audio=wav, ref_sample_rate=sr, ref_text="A reference.",
+                       max_new_tokens=CAP, seed=i) for i in range(3)]
+    xvec = TTSRequest("xvec", "No transcript for this reference.", ref_audio=wav, ref_sample_rate=sr, max_new_tokens=CAP)
+    no_ref = TTSRequest("no-ref", "A Base checkpoint needs a reference.", max_new_tokens=CAP)
+    uncapped = TTSRequest("uncapped", "Runs into the automatic budget.", ref_audio=wav, ref_sample_rate=sr, ref_text="A reference.")
+    before = engine.stats()
+
+    async def all_of_them():
+        return await asyncio.gather(*(outcome(engine, r) for r in [*good, xvec, no_ref, uncapped]))
+
+    *oks, xv, bad, runaway = omni.run(all_of_them())
+    for chunks in [*oks, xv]:
+        assert not isinstance(chunks, Exception), chunks
+        assert chunks[-1].is_last and not any(c.is_last for c in chunks[:-1])
+        samples = sum(c.num_samples for c in chunks)
+        assert samples == (CAP - 1) * 1920  # N talker tokens -> N-1 frames of 1920 samples (12.5 Hz at 24 kHz)
+        assert all(c.pcm.dtype == np.float32 and c.pcm.ndim == 1 for c in chunks)
+        assert len(chunks) >= 2  # streamed: the first frame comes early (talker_first_audio)
+        info = chunks[-1].info
+        assert (info.finish_reason, info.hit_cap, info.talker_tokens, info.codec_frames) == ("length", True, CAP, CAP - 1)
+        assert info.prompt_tokens > 9 and info.first_token_at is not None and len(info.token_times) == CAP
+        assert info.submitted_at < info.first_token_at <= chunks[-1].t
+        assert set(info.stages) == {"talker", "codec"} and info.stages["codec"]["frames"] == CAP - 1
+    assert isinstance(bad, RequestFailed) and "needs a reference" in bad.reason
+    assert isinstance(runaway, RequestFailed) and "did not emit codec EOS before its token budget (16/16" in runaway.reason
+    assert runaway.info.finish_reason == "length" and not runaway.info.hit_cap
+    # different seeds, different audio; the x-vector-only prompt is shorter (no reference frames in it)
+    pcm = [np.concatenate([c.pcm for c in chunks]) for chunks in oks]
+    assert not np.array_equal(pcm[0], pcm[1])
+    assert xv[-1].info.prompt_tokens < oks[0][-1].info.prompt_tokens
+    diff = engine.stats().minus(before)
+    assert diff.talker_tokens == 4 * CAP + 16 and diff.codec_frames == 4 * (CAP - 1) + 15
+
+
+def test_synth_of_the_demo_set_writes_one_24khz_wav_per_row_and_resumes(omni, tmp_path):
+    from omnicli.synth_results import Status
+    from omnicli.synthesis import RESULTS, SynthRun, plan_run
+
+    engine = omni.engine
+    manifest = read_manifest(DEMO_MANIFEST)
+    rows = manifest.rows
+    out = tmp_path / "out"
+    run = SynthRun(engine, out, concurrency=4, max_new_tokens=CAP)
+    results = omni.run(run.run(rows))
+    assert run.engine_error is None and [r.status for r in results].count(Status.OK) == len(rows), [r.error for r in results]
+    for row in rows:
+        data, sr = sf.read(out / f"{row.utt}.wav", dtype="float32")
+        assert sr == 24000 and data.ndim == 1 and len(data) == (CAP - 1) * 1920
+    lines = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
+    assert sorted(r["utt"] for r in lines) == sorted(r.utt for r in rows)
+    assert {r["finish_reason"] for r in lines} == {"length"}
+    plan = plan_run(manifest, out)
+    assert plan.todo == [] and len(plan.done) == len(rows)
+
+
+def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_path):
+    from omnicli.benchmark import BenchPlan, BenchSession, LoadShape, ProfileRun, build_run, load_prompts
+    from omnicli.benchmark.vllm_format import read_results, vllm_result, write_result
+
+    engine = omni.engine
+
+    class Borrowed:  # lent to the session: closing is the fixture's
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        async def close(self):
+            pass
+
+    async def lend(_resolved):
+        return Borrowed()
+
+    prompts = load_prompts(None, num_prompts=4, max_new_tokens=CAP).prompts
+    plan = BenchPlan(shapes=[LoadShape(concurrency=1), LoadShape(concurrency=4)], warmup_requests=0)
+    results = omni.run(BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, lend).run())
+    for result in results:
+        run = build_run(result)
+        assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (4, 0, 4), run["failures"]
+        assert run["sample_rate"] == 24000 and run["model"] == "qwen3-tts"
+        assert run["mean_audio_duration_s"] == pytest.approx((CAP - 1) / 12.5)
+        assert 0 < run["mean_audio_ttfp_ms"] <= run["mean_e2el_ms"]
+        assert run["stage_talker_tokens_mean"] == CAP and run["stage_codec_frames_mean"] == CAP - 1
+        assert 0 < run["stage_talker_first_output_ms_mean"] <= run["stage_codec_first_output_ms_mean"]
+        assert run["stage_talker_time_ms_mean"] > 0 and run["stage_codec_time_ms_mean"] > 0
+        path = write_result(tmp_path / f"c{run['max_concurrency']}.json", vllm_result(run, date="20261201-000000"))
+        doc = read_results(path)[0]
+        assert doc["completed"] == 4 and doc["max_concurrency"] == run["max_concurrency"]
+
+
+def test_a_killed_stage_process_gives_every_request_engine_dead_and_leaves_no_process(omni):
+    """Runs last: it ends the module's engine."""
+    engine = omni.engine
+    stages = [p for p in engine.processes if p.is_running()]
+    assert stages, "the engine should know its stage processes"
+    wav, sr = reference()
+    requests = [TTSRequest(f"d{i}", "A long one that is still running when its stage dies.", ref_audio=wav,
+                           ref_sample_rate=sr, ref_text="A reference.", max_new_tokens=400) for i in range(3)]
+
+    async def kill_during():
+        tasks = [asyncio.create_task(outcome(engine, r)) for r in requests]
+        await asyncio.sleep(3.0)
+        os.kill(stages[0].pid, signal.SIGKILL)
+        return await asyncio.wait_for(asyncio.gather(*tasks), 120)
+
+    t0 = time.perf_counter()
+    got = omni.run(kill_during())
+    assert all(isinstance(g, EngineDead) for g in got), got
+    assert time.perf_counter() - t0 < 120
+    later = omni.run(outcome(engine, requests[0]))
+    assert isinstance(later, EngineDead)
+    omni.run(engine.close(), timeout=120)
+    psutil.wait_procs(stages, timeout=30)
+    assert not [p.pid for p in stages if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
