@@ -71,7 +71,8 @@ class Server:
         self.port, self.log = port, log
         cmd = [sys.executable, "-m", "vllm_omni.entrypoints.cli.main", "serve", str(ckpt), "--omni",
                "--deploy-config", str(overlay), "--port", str(port), "--host", "127.0.0.1"]
-        env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+        # As the in-process engine runs (omnicli.vllm_omni.engine): spawned stages, no core pinning.
+        env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "spawn", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
         self.proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def wait_ready(self) -> float:

@@ -94,7 +94,7 @@ async def _pipeline(ckpt: Path, text: str, tokens: int) -> np.ndarray:
 
     resolved = load_profile("qwen3-tts", platform="cpu", overrides=[
         f"model_path={ckpt}", "talker.temperature=0", "talker.repetition_penalty=1.0", "talker.max_num_seqs=1",
-        "codec.max_num_seqs=1", "talker.dtype=float32",
+        "codec.max_num_seqs=1",
         "vllm_omni.deploy_config={stages: [{stage_id: 0, subtalker_sampling_params: {do_sample: false}}]}"])
     engine = await OmniEngine.start(resolved)
     try:
