@@ -46,7 +46,7 @@ def resolver():
 
 def _resolved(tmp_path, resolver, preset: str, platform: str, *overrides: str):
     r = load_profile(preset, overrides=list(overrides), platform=platform)
-    ov = build_overlay(r)
+    ov = build_overlay(r, codec_checkpoint=tmp_path / "audio-tokenizer" if r.profile.model == "moss-tts-local" else None)
     deploy, stages = resolver(write_overlay(ov, tmp_path), r.profile.model, platform)
     return r.profile, ov, deploy, stages
 
@@ -83,7 +83,8 @@ def test_cpu_overlay_resolves_to_the_profile(tmp_path, resolver, preset):
     assert extra["generation_min_batch_size"] == p.codec.generation_min_batch_size
     assert "connector_get_max_wait" in extra  # the packaged file's own keys survive the patch
     if p.model == "moss-tts-local":
-        assert stages[1].yaml_engine_args["hf_overrides"]["codec_attention_backend"] == "sdpa"
+        assert stages[1].yaml_engine_args["hf_overrides"] == {
+            "codec_attention_backend": "sdpa", "codec_model_name_or_path": str(tmp_path / "audio-tokenizer")}
         assert extra["generation_first_chunk_express"] is True
 
 

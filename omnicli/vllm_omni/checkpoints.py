@@ -37,17 +37,26 @@ _QWEN3_FILES = (
 QWEN3_TTS = CheckpointSpec(
     role="checkpoint", profile_key="model_path", default_repo="Qwen/Qwen3-TTS-12Hz-0.6B-Base", required=_QWEN3_FILES
 )
-# MOSS-TTS-Local v1.5 ships remote code (its processor and audio tokenizer) beside the weights.
+# MOSS-TTS-Local v1.5 ships remote code (its processor, which vLLM-Omni's request adapter calls) beside
+# the weights, and decodes with a separate audio tokenizer checkpoint (MOSS-Audio-Tokenizer-v2).
 MOSS_TTS_LOCAL = CheckpointSpec(
     role="checkpoint",
     profile_key="model_path",
     default_repo="OpenMOSS-Team/MOSS-TTS-Local-Transformer-v1.5",
     required=(
         ("config.json",),
-        ("tokenizer.json", "tokenizer_config.json"),
+        ("tokenizer.json", "vocab.json"),
+        ("tokenizer_config.json",),
         ("model.safetensors", "model.safetensors.index.json"),
-        ("processor_config.json", "preprocessor_config.json"),
+        ("processor_config.json",),
+        ("processing_moss_tts.py",),
     ),
+)
+MOSS_AUDIO_TOKENIZER = CheckpointSpec(
+    role="codec",
+    profile_key="codec_path",
+    default_repo="OpenMOSS-Team/MOSS-Audio-Tokenizer-v2",
+    required=(("config.json",), ("model.safetensors", "model.safetensors.index.json")),
 )
 
 
@@ -56,15 +65,22 @@ def qwen3_tts_specs() -> list[CheckpointSpec]:
 
 
 def moss_tts_local_specs() -> list[CheckpointSpec]:
-    return [MOSS_TTS_LOCAL]
+    return [MOSS_TTS_LOCAL, MOSS_AUDIO_TOKENIZER]
 
 
 _SPECS = {"qwen3-tts": QWEN3_TTS, "moss-tts-local": MOSS_TTS_LOCAL}
+_CODEC_SPECS = {"moss-tts-local": MOSS_AUDIO_TOKENIZER}
 
 
 def locate_checkpoint(family: str, model_path: str | None) -> Path:
     """The folder holding the family's whole checkpoint; CheckpointMissing (exit 2) names every place looked."""
     return locate(_SPECS[family], model_path, family)
+
+
+def locate_codec(family: str, codec_path: str | None) -> Path | None:
+    """The family's separate codec checkpoint (MOSS's audio tokenizer), or None where the checkpoint holds it."""
+    spec = _CODEC_SPECS.get(family)
+    return None if spec is None else locate(spec, codec_path, family)
 
 
 # --- Qwen3-TTS random-weight builds -------------------------------------------------
@@ -221,14 +237,15 @@ def _write_speech_tokenizer(folder: Path, sizes: dict, seed: int) -> int:
     torch.manual_seed(seed)
     model = Qwen3TTSTokenizerV2Model(cfg).eval()
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    # A fresh quantizer's codebooks are all zero (every frame would encode to code 0): give the
-    # encoder's codebooks random centroids so references encode to varied codes.
+    # A fresh quantizer's codebooks are all zero: every reference would encode to code 0 and every
+    # code decode to silence. Random centroids for both the encoder's and the decoder's codebooks.
     gen = torch.Generator().manual_seed(seed)
     for name in list(state):
-        if name.startswith("encoder.") and name.endswith(".embed_sum"):
+        if name.endswith((".embed_sum", ".embedding_sum")):
             state[name] = torch.randn(state[name].shape, generator=gen)
-        elif name.startswith("encoder.") and name.endswith(".initialized"):
+        elif name.endswith(".initialized"):
             state[name] = torch.ones_like(state[name])
+    _scale_output(model, state, gen)
     folder.mkdir(parents=True, exist_ok=True)
     cfg.save_pretrained(folder)
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
@@ -238,6 +255,20 @@ def _write_speech_tokenizer(folder: Path, sizes: dict, seed: int) -> int:
         "chunk_length_s": None, "overlap": None,
     }, indent=2) + "\n")
     return sum(v.numel() for k, v in state.items() if not k.endswith((".initialized", ".cluster_usage")))
+
+
+def _scale_output(model, state: dict, gen, peak: float = 0.5) -> None:
+    """Random small-init layers leave the waveform near 1e-8: scale the decoder's last convolution so
+    random codes decode to a peak of `peak` (audio a level meter and an ASR model can work with)."""
+    import torch
+
+    model.load_state_dict(state)
+    codes = torch.randint(0, 2048, (1, 16, 24), generator=gen)
+    with torch.no_grad():
+        got = float(model.decoder(codes).abs().max())
+    last = max(int(k.split(".")[2]) for k in state if k.startswith("decoder.decoder.") and k.split(".")[2].isdigit())
+    for name in (f"decoder.decoder.{last}.conv.weight", f"decoder.decoder.{last}.conv.bias"):
+        state[name] = state[name] * (peak / got)
 
 
 def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, kind: str = "base") -> dict:

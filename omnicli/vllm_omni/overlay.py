@@ -139,10 +139,11 @@ def _changed(section: str, key: str, value: Any) -> bool:
     return value != model.model_fields[key].default
 
 
-def build_overlay(resolved: ResolvedProfile, checkpoint: Path | None = None) -> DeployOverlay:
+def build_overlay(resolved: ResolvedProfile, checkpoint: Path | None = None, codec_checkpoint: Path | None = None) -> DeployOverlay:
     """The overlay for `resolved` (its platform decides the CPU requirements and `platforms:` key).
 
     `checkpoint` is accepted for the engine's call and not read: the pipeline comes from the family.
+    `codec_checkpoint` (MOSS: the located audio tokenizer) replaces the one the checkpoint's config names.
     """
     del checkpoint
     p = resolved.profile
@@ -190,6 +191,8 @@ def build_overlay(resolved: ResolvedProfile, checkpoint: Path | None = None) -> 
                             "(its backends: sdpa, triton, triton_slot)"))
         else:
             codec["hf_overrides"] = {"codec_attention_backend": c.codec_attention_backend}
+        if codec_checkpoint is not None:  # read by MOSS's codec stage before audio_tokenizer_name_or_path
+            codec.setdefault("hf_overrides", {})["codec_model_name_or_path"] = str(codec_checkpoint)
     elif _changed("codec", "codec_attention_backend", c.codec_attention_backend):
         ignored.append(("codec.codec_attention_backend", "Qwen3-TTS's Code2Wav has one attention implementation"))
 
