@@ -81,7 +81,7 @@ def check_length(info, samples: int, cap: int) -> None:
     if info.finish_reason == "length":
         assert (info.hit_cap, info.talker_tokens, info.codec_frames) == (True, cap, cap - 1)
     else:
-        assert not info.hit_cap and 1 <= info.talker_tokens < cap and info.codec_frames < cap - 1
+        assert not info.hit_cap and 1 <= info.talker_tokens <= cap and info.codec_frames <= cap - 1
 
 
 def reference(seconds: float = 1.0, sr: int = 16000) -> tuple[np.ndarray, int]:
