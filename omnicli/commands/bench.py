@@ -39,6 +39,7 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 KEEP_FAILED_ENV = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 
@@ -156,6 +157,8 @@ class _Report:
     csv_path: Path | None = None
     text: bool = False
     extras: dict[str, dict] = field(default_factory=dict)  # pass label -> keys added to its result entry
+    report_file: Path | None = None  # --report: the HTML page, from the summary file and report_dirs
+    report_dirs: list[Path] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Chosen once, so a forced exit and the normal end write the same files.
@@ -166,6 +169,8 @@ class _Report:
             self.path = (self.result_dir or Path(".")) / summary_name
         elif self.result_dir is not None or self.result_filename is not None:
             self.path = (self.result_dir or Path(".")) / (self.result_filename or summary_name)
+        elif self.report_file is not None:  # the page reads the summary file: it goes beside the page
+            self.path = self.report_file.parent / summary_name
 
 
 class _BenchInterrupts(EngineRunInterrupts):
@@ -332,6 +337,7 @@ def bench(
     cpus_per_engine: Annotated[
         Optional[float], typer.Option("--cpus-per-engine", min=0, help="With --ray: CPUs each engine's actor reserves.", show_default="1", rich_help_panel="Scale-out")
     ] = None,
+    report_file: ReportOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -352,6 +358,7 @@ def bench(
 
     # options -> plan (usage errors exit 2)
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
         raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
     try:
@@ -388,6 +395,7 @@ def bench(
     report = _Report(
         percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
         vllm=vllm_files, csv_path=csv_path, text=output_format is OutputFormat.text,
+        report_file=report_file, report_dirs=[p for p in (audio_out, keep_failed) if p is not None],
     )
     note(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
@@ -643,6 +651,8 @@ def _report(
 
         details = [detailed_lists(r.record_rounds) for r in results]
         err_console.print(f"plot: {plot_results(runs, details, report.plot)}", highlight=False)
+    if not forced and report.path is not None:
+        report_after_run(report.report_file, [report.path, *report.report_dirs])
     return EXIT_SOME_FAILED if failed else EXIT_OK
 
 

@@ -24,7 +24,7 @@ import jinja2
 from omnicli import __version__
 from omnicli.atomic import write_text_atomic
 from omnicli.report import ab, figures
-from omnicli.report.rows import GROUPS, UttRow, Utterances, collect_rows
+from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
 from omnicli.report.sources import Sources
 
 # Per-row values the table shows, in column order (the page's script knows them by these names).

@@ -14,7 +14,7 @@ from typing import Any
 
 from omnicli.manifest import ManifestError, ManifestRow, read_manifest
 from omnicli.report.diff import word_diff
-from omnicli.report.sources import EvalFolder, Sources, SynthFolder
+from omnicli.report.sources import Sources, SynthFolder
 
 # The one-click groups of the table, and the reasons / statuses that put a row in each.
 GROUPS: dict[str, str] = {
@@ -109,7 +109,7 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
             if not isinstance(utt, str):
                 continue
             row = rows.setdefault(utt, UttRow(utt=utt, source=labels[gen_dir.resolve()], audio=_existing(gen_dir / f"{utt}.wav")))
-            _add_eval(row, raw, ev)
+            _add_eval(row, raw)
     _add_sidecars(sources, by_folder, labels, cwd)
 
     out: list[UttRow] = []
@@ -168,7 +168,7 @@ def _from_synth(synth: SynthFolder, result: Any, label: str) -> UttRow:
     )
 
 
-def _add_eval(row: UttRow, raw: dict[str, Any], ev: EvalFolder) -> None:
+def _add_eval(row: UttRow, raw: dict[str, Any]) -> None:
     status = raw.get("status")
     if status and status != "ok" and row.status == "ok":
         row.status = status
