@@ -81,18 +81,20 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
     by_folder: dict[Path, dict[str, UttRow]] = {}
     labels: dict[Path, str] = {}
     manifests: dict[Path, dict[str, ManifestRow]] = {}
+    read: set[Path] = set()
 
     def folder_rows(folder: Path, recorded_manifest: str | None) -> dict[str, UttRow]:
         key = folder.resolve()
         if key not in by_folder:
             by_folder[key] = {}
             labels[key] = _label(folder, cwd)
-        if key not in manifests:
-            path = manifest or _find_manifest(recorded_manifest, folder, cwd)
-            if path is not None:
-                manifests[key] = _manifest_rows(path, notes)
-            elif recorded_manifest:
-                notes.append(f"{folder}: manifest {recorded_manifest} not found (texts and reference prompts missing; pass --manifest)")
+        path = manifest or _find_manifest(recorded_manifest, folder, cwd)
+        if path is not None and path.resolve() not in read:
+            read.add(path.resolve())
+            for utt, entry in _manifest_rows(path, notes).items():  # synth's manifest, then each eval's
+                manifests.setdefault(key, {}).setdefault(utt, entry)
+        elif path is None and recorded_manifest:
+            notes.append(f"{folder}: manifest {recorded_manifest} not found (texts and reference prompts missing; pass --manifest)")
         return by_folder[key]
 
     for synth in sources.synth:

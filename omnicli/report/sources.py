@@ -78,15 +78,20 @@ class Sources:
 def read_sources(paths: list[Path]) -> Sources:
     """Reads every path (a folder, or a single bench result file). Unknown files are skipped."""
     sources = Sources()
+    seen: set[Path] = set()  # a folder inside another one given (eval's out inside its GEN_DIR) is read once
     for path in paths:
         if not path.exists():
             raise SourceError(f"{path}: no such file or folder")
         if path.is_file():
-            if not _read_bench_file(path, sources):
-                raise SourceError(f"{path}: not an omni bench result file")
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                if not _read_bench_file(path, sources):
+                    raise SourceError(f"{path}: not an omni bench result file")
             continue
         for folder, files in _walk(path):
-            _read_folder(folder, files, sources)
+            if folder.resolve() not in seen:
+                seen.add(folder.resolve())
+                _read_folder(folder, files, sources)
     _drop_duplicate_runs(sources)
     return sources
 

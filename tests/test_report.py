@@ -1,0 +1,141 @@
+"""`omni report` without a browser: reading result files, the word diff, the A/B interval, the command."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from omnicli.cli import app
+from omnicli.evaluation.wer import score_utterance
+from omnicli.report import ab
+from omnicli.report.diff import error_counts, word_diff
+from omnicli.report.page import Embed, EmbedSpec, plotly_js
+from omnicli.report.sources import read_sources
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(("ref", "hyp"), [
+    ("A large size in stockings is hard to sell.", "a big size stockings is hard to sell now"),
+    ("The birch canoe slid on the rough planks.", "The birch can use laid on the smooth planks."),
+    ("It's cold-hearted, Mr. Smith!", "its cold hearted mister smith"),
+    ("one two three", ""),
+    ("one two three", "one two three"),
+])
+def test_the_diff_counts_what_the_wer_counted(ref, hyp):
+    score = score_utterance(ref, hyp, "en")
+    ops = word_diff(score.ref_norm, score.hyp_norm)
+    assert error_counts(ops) == {"substitutions": score.substitutions, "deletions": score.deletions, "insertions": score.insertions}
+    assert [r for op, r, _ in ops if op != "i"] == score.ref_norm.split()
+    assert [h for op, _, h in ops if op != "d"] == score.hyp_norm.split()
+
+
+def test_the_diff_marks_a_substitution_in_place():
+    assert word_diff("the rough planks", "the smooth planks") == [["=", "the", "the"], ["s", "rough", "smooth"], ["=", "planks", "planks"]]
+    assert word_diff("", "anything") is None
+
+
+def test_welch_interval_matches_the_textbook_and_calls_noise():
+    a, b = [10.0, 11.0, 12.0], [14.0, 15.0, 16.5]
+    diff, low, high = ab.welch_interval(a, b)
+    va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 3
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
+    from scipy import stats
+
+    half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    assert (diff, low, high) == pytest.approx((np.mean(b) - np.mean(a), diff - half, diff + half))
+    assert low > 0  # a clear difference
+    _, low, high = ab.welch_interval([10.0, 12.0, 11.0], [11.5, 10.5, 11.8])
+    assert low < 0 < high  # within the noise
+    assert ab.welch_interval([1.0], [2.0, 3.0]) is None
+
+
+def _run(profile: str, rounds: list[list[tuple[float, float]]], conc: int = 1) -> dict:
+    """A bench run with --save-detailed lists: per round, (first audio s, audio s) per request, one second apart."""
+    lists = {k: [] for k in ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs", "errors")}
+    for r, requests in enumerate(rounds):
+        for i, (ttfp, dur) in enumerate(requests):
+            for key, value in (("utts", f"u{i}"), ("request_rounds", r), ("start_times", float(i)), ("audio_ttfps", ttfp),
+                               ("e2els", ttfp + 0.5), ("audio_durations", dur), ("audio_rtfs", (ttfp + 0.5) / dur), ("errors", "")):
+                lists[key].append(value)
+    return {"label": f"{profile}/c{conc}", "profile_label": profile, "max_concurrency": conc, "request_rate": "inf",
+            "round_durations": [float(len(req)) for req in rounds], "rounds": len(rounds), **lists}
+
+
+def test_compare_per_round_figures_and_verdicts():
+    a = _run("a", [[(0.20, 2.0), (0.22, 2.0)], [(0.21, 2.0), (0.20, 2.0)], [(0.19, 2.0), (0.21, 2.0)]])
+    b = _run("b", [[(0.10, 2.0), (0.11, 2.0)], [(0.10, 2.0), (0.12, 2.0)], [(0.11, 2.0), (0.10, 2.0)]])
+    diffs = {d.metric: d for d in ab.compare(a, b)}
+    ttfp = diffs["mean_audio_ttfp_ms"]
+    assert (ttfp.a_mean, ttfp.b_mean) == pytest.approx((205.0, 320.0 / 3))  # means of the round means
+    assert ttfp.verdict == "better" and ttfp.high < 0  # lower latency is better
+    assert diffs["audio_throughput"].verdict == "within noise"  # 4 audio-s in 2 s every round, both
+    assert diffs["audio_throughput"].a_mean == pytest.approx(2.0)
+    one_round = ab.compare(_run("a", [[(0.2, 2.0)]]), _run("b", [[(0.1, 2.0)]]))
+    assert all(d.low is None and "no interval" in d.verdict for d in one_round)
+    assert ab.pairs([a, b, _run("a", [[(0.2, 2.0)]], conc=4)]) == [(a, b)]
+
+
+def _bench_files(folder: Path) -> dict:
+    run = _run("a", [[(0.2, 2.0)], [(0.2, 2.0)]]) | {"started_at": "2026-12-01T10:00:00+00:00", "completed": 2, "duration": 2.0,
+                                                    "audio_throughput": 2.0, "p50_audio_ttfp_ms": 200.0}
+    folder.mkdir(parents=True)
+    (folder / "omni-bench-1.json").write_text(json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None}))
+    # the vLLM-shaped per-pass file of the same pass, with keys another version adds (vLLM's ttft lists)
+    (folder / "omni-a-infqps.json").write_text(json.dumps(run | {"backend": "omni", "mean_ttft_ms": 50.0, "ttfts": [0.05, 0.05]}))
+    (folder / "broken.json").write_text("{not json")
+    (folder / "unrelated.json").write_text(json.dumps({"hello": 1}))
+    return run
+
+
+def test_bench_files_are_read_tolerantly_and_each_pass_once(tmp_path):
+    run = _bench_files(tmp_path / "results")
+    sources = read_sources([tmp_path / "results"])
+    runs = [r for b in sources.bench for r in b.runs]
+    assert [r["label"] for r in runs] == [run["label"]]
+    assert any("broken.json" in note for note in sources.notes)
+    assert ab.requests_of(runs[0])[0]["audio_ttfp"] == 0.2
+
+
+def test_report_command_writes_a_self_contained_page(tmp_path):
+    _bench_files(tmp_path / "results")
+    (tmp_path / "results" / "omni-a-infqps.json").unlink()
+    out = tmp_path / "page" / "r.html"
+    result = runner.invoke(app, ["report", str(tmp_path / "results"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "1 bench runs" in result.output
+    html = out.read_text()
+    assert plotly_js() in html  # plotly.js inline, as the plotly package ships it
+    own = html.replace(plotly_js(), "")
+    assert "<script src" not in own and "<link rel=\"stylesheet\"" not in own and "http" not in own
+    assert "a/c1" in own
+
+
+def test_report_usage_errors(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["report", str(empty), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "nothing to report" in result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "nope"), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "no such file" in result.output
+    _bench_files(tmp_path / "results")
+    result = runner.invoke(app, ["report", str(tmp_path / "results"), "--embed-audio", "best:3"])
+    assert result.exit_code == 2 and "worst:N" in result.output
+    assert not (tmp_path / "r.html").exists()
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))
+    result = runner.invoke(app, ["report", str(tmp_path / "results")])
+    assert result.exit_code == 2 and "pip install 'omnicli[report]'" in result.output
+
+
+def test_embed_spec():
+    assert Embed.parse("worst:5") == Embed(worst=5)
+    assert Embed.parse(None) == Embed() and Embed.parse("all").all
+    with pytest.raises(EmbedSpec):
+        Embed.parse("worst")
