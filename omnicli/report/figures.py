@@ -99,7 +99,7 @@ def sweep(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     if x_title == "concurrency":  # the values run, not a continuous scale
         values = sorted(set(xs))
         fig.update_xaxes(tickvals=values, type="log" if len(values) > 2 and values[-1] / values[0] > 8 else "-")
-    fig.update_xaxes(title_text=x_title)
+    fig.update_xaxes(title_text=x_title, row=2)
     fig.update_layout(title="Sweep", height=560)
     return _json(fig)
 
@@ -148,7 +148,7 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
     if bad_x:
         fig.add_trace(go.Scatter(x=bad_x, y=bad_y, mode="markers", name="failed", marker={"symbol": "x", "size": 10, "color": "#d62728"}))
     fig.update_layout(title=f"Requests of {run.get('label')}", barmode="overlay", xaxis_title="seconds from the pass's first submission",
-                      yaxis={"autorange": "reversed", "showticklabels": len(reqs) <= 40},
+                      yaxis={"autorange": "reversed", "showticklabels": len(reqs) <= 40, "automargin": True},
                       height=max(260, min(900, 40 + 14 * len(reqs))))
     return _json(fig)
 

@@ -7,6 +7,7 @@ recorded. The word diff is the alignment the WER counted (diff.py).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ class UttRow:
     mos: float | None = None
     audio: Path | None = None  # the generated (or retained) wav
     ref_audio: Path | None = None  # the reference prompt
-    retained: Path | None = None
+    retained: list[Path] = field(default_factory=list)  # retention copies (synth's, eval's)
     line: int | None = None
 
     @property
@@ -99,18 +100,20 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
 
     for synth in sources.synth:
         rows = folder_rows(synth.dir, synth.summary.manifest if synth.summary else None)
+        label = labels[synth.dir.resolve()]
         for result in synth.rows:
-            rows[result.utt] = _from_synth(synth, result, labels[synth.dir.resolve()])
+            rows[result.utt] = _from_synth(synth, result, label)
     threshold = None
     for ev in sorted(sources.evals, key=lambda e: e.kind == "eval"):  # eval after eval-wer: its figures win
         gen_dir = ev.gen_dir or ev.dir
         rows = folder_rows(gen_dir, ev.summary.manifest)
+        label = labels[gen_dir.resolve()]
         threshold = ev.summary.wer_threshold if ev.summary.wer_threshold is not None else threshold
         for raw in ev.rows:
             utt = raw.get("utt")
             if not isinstance(utt, str):
                 continue
-            row = rows.setdefault(utt, UttRow(utt=utt, source=labels[gen_dir.resolve()], audio=_existing(gen_dir / f"{utt}.wav")))
+            row = rows.get(utt) or rows.setdefault(utt, UttRow(utt=utt, source=label, audio=_existing(gen_dir / f"{utt}.wav")))
             _add_eval(row, raw)
     _add_sidecars(sources, by_folder, labels, cwd)
 
@@ -137,8 +140,12 @@ def _label(folder: Path, cwd: Path) -> str:
 def _existing(path: str | os.PathLike | None) -> Path | None:
     if not path:
         return None
-    path = Path(path)
-    return path.resolve() if path.is_file() else None
+    return _existing_file(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=4096)  # reference prompts repeat across rows
+def _existing_file(path: str) -> Path | None:
+    return Path(path) if os.path.isfile(path) else None
 
 
 def _find_manifest(recorded: str | None, folder: Path, cwd: Path) -> Path | None:
@@ -165,7 +172,7 @@ def _from_synth(synth: SynthFolder, result: Any, label: str) -> UttRow:
     return UttRow(
         utt=result.utt, source=label, status=str(result.status), reasons=[str(r) for r in result.flags],
         error=result.error, duration_s=result.audio_seconds if audio or retained else None, rtf=result.rtf,
-        ttfp_s=result.ttfp_s, finish_reason=result.finish_reason, audio=audio or retained, retained=retained,
+        ttfp_s=result.ttfp_s, finish_reason=result.finish_reason, audio=audio or retained, retained=[retained] if retained else [],
         line=result.line or None,
     )
 
@@ -194,19 +201,24 @@ def _add_eval(row: UttRow, raw: dict[str, Any]) -> None:
     if isinstance(mos, (int, float)):
         row.mos = float(mos)
     row.ref_audio = row.ref_audio or _existing(raw.get("reference"))
-    if row.retained is None and raw.get("retained"):
-        row.retained = _existing(raw["retained"])
-    if row.audio is None:
-        row.audio = row.retained
+    kept = _existing(raw.get("retained"))
+    if kept and kept not in row.retained:
+        row.retained.append(kept)
+    if row.audio is None and row.retained:
+        row.audio = row.retained[0]
 
 
 def _add_sidecars(sources: Sources, by_folder: dict[Path, dict[str, UttRow]], labels: dict[Path, str], cwd: Path) -> None:
     """Retained outputs: their reasons join the row they came from; one whose run is not given becomes its own row."""
-    by_retained = {row.retained: row for rows in by_folder.values() for row in rows.values() if row.retained}
+    rows_of = [row for rows in by_folder.values() for row in rows.values()]
+    by_retained = {kept: row for row in rows_of for kept in row.retained}
+    by_output = {row.audio: row for row in rows_of if row.audio}
     for sidecar in sources.sidecars:
         meta = sidecar.meta
         wav = _existing(sidecar.path.with_suffix(".wav"))
         row = by_retained.get(wav) if wav else None
+        if row is None:  # kept by a run whose results do not name the copy: by the output it was made from
+            row = by_output.get(_existing(meta.get("output_wav") or meta.get("gen_wav")))
         if row is None:
             folder = sidecar.path.parent.resolve()
             rows = by_folder.setdefault(folder, {})
@@ -219,7 +231,7 @@ def _add_sidecars(sources: Sources, by_folder: dict[Path, dict[str, UttRow]], la
                 status=str(meta.get("status") or "retained"), error=meta.get("error"),
                 duration_s=meta.get("duration_s"), rtf=timings.get("rtf"), ttfp_s=timings.get("ttfp_s"),
                 finish_reason=meta.get("finish_reason"), hyp=meta.get("transcript"), wer=meta.get("wer"),
-                audio=wav, retained=wav, ref_audio=_existing(meta.get("reference_wav") or meta.get("reference")),
+                audio=wav, retained=[wav] if wav else [], ref_audio=_existing(meta.get("reference_wav") or meta.get("reference")),
             )
         for reason in meta.get("reasons") or []:
             if reason not in row.reasons:
