@@ -63,7 +63,7 @@ def _run(profile: str, rounds: list[list[tuple[float, float]]], conc: int = 1) -
             for key, value in (("utts", f"u{i}"), ("request_rounds", r), ("start_times", float(i)), ("audio_ttfps", ttfp),
                                ("e2els", ttfp + 0.5), ("audio_durations", dur), ("audio_rtfs", (ttfp + 0.5) / dur), ("errors", "")):
                 lists[key].append(value)
-    return {"label": f"{profile}/c{conc}", "profile_label": profile, "max_concurrency": conc, "request_rate": "inf",
+    return {"label": f"{profile}/c{conc}", "profile_label": profile, "arm": profile, "max_concurrency": conc, "request_rate": "inf",
             "round_durations": [float(len(req)) for req in rounds], "rounds": len(rounds), **lists}
 
 
@@ -100,6 +100,20 @@ def test_bench_files_are_read_tolerantly_and_each_pass_once(tmp_path):
     assert [r["label"] for r in runs] == [run["label"]]
     assert any("broken.json" in note for note in sources.notes)
     assert ab.requests_of(runs[0])[0]["audio_ttfp"] == 0.2
+
+
+def test_two_result_files_of_one_profile_are_an_ab(tmp_path):
+    """The same profile benchmarked twice (before and after a change), one result file each."""
+    folder = tmp_path / "ab"
+    folder.mkdir()
+    for n, ttfp in ((1, 0.2), (2, 0.1)):
+        run = _run("default", [[(ttfp, 2.0)], [(ttfp * 1.1, 2.0)], [(ttfp * 0.9, 2.0)]]) | {"started_at": f"t{n}", "completed": 3, "duration": 3.0}
+        (folder / f"omni-bench-{n}.json").write_text(json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None}))
+    result = runner.invoke(app, ["report", str(folder), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "r.html").read_text()
+    assert 'data-a="default (omni-bench-1)" data-b="default (omni-bench-2)"' in html
+    assert "default (omni-bench-2) better" in html  # half the first-audio latency, three rounds each
 
 
 def test_report_command_writes_a_self_contained_page(tmp_path):

@@ -165,7 +165,7 @@ def pairs(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, An
     for group in shapes.values():
         profiles = []
         for run in group:
-            if run.get("profile_label") not in [p.get("profile_label") for p in profiles]:
+            if run.get("arm") not in [p.get("arm") for p in profiles]:
                 profiles.append(run)
         out.extend((profiles[0], other) for other in profiles[1:])
     return out

@@ -86,10 +86,10 @@ def sweep(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     x_title, xs = _x_of(runs)
     fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_PANELS], horizontal_spacing=0.12, vertical_spacing=0.22)
-    profiles = list(dict.fromkeys(str(r.get("profile_label")) for r in runs))
+    profiles = list(dict.fromkeys(str(r.get("arm")) for r in runs))
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     for p_index, profile in enumerate(profiles):
-        idx = [i for i, r in enumerate(runs) if str(r.get("profile_label")) == profile]
+        idx = [i for i, r in enumerate(runs) if str(r.get("arm")) == profile]
         for panel, (key, _title) in enumerate(SWEEP_PANELS):
             fig.add_trace(go.Scatter(
                 x=[xs[i] for i in idx], y=[runs[i].get(key) for i in idx], mode="lines+markers", name=profile,

@@ -25,7 +25,7 @@ from omnicli import __version__
 from omnicli.atomic import write_text_atomic
 from omnicli.report import ab, figures
 from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
-from omnicli.report.sources import Sources
+from omnicli.report.sources import Sources, bench_runs
 
 # Per-row values the table shows, in column order (the page's script knows them by these names).
 COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s", "rtf", "ttfp_s", "finish_reason",
@@ -70,7 +70,7 @@ def badness(row: UttRow) -> tuple:
 def build_page(sources: Sources, out: Path, *, embed: Embed = Embed(), manifest: Path | None = None,
                title: str | None = None) -> PageFacts:
     utterances = collect_rows(sources, manifest=manifest)
-    runs = [run for source in sources.bench for run in source.runs]
+    runs = bench_runs(sources)
     context = _context(sources, utterances, runs, out, embed, title)
     html = _environment().get_template("report.html.j2").render(**context)
     write_text_atomic(out, html)
@@ -156,8 +156,8 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
     comparisons = []
     for a, b in ab.pairs(runs):
         diffs = ab.compare(a, b)
-        name = f"{b.get('profile_label')} against {a.get('profile_label')} at {_shape(a)}"
-        comparisons.append({"a": a.get("profile_label"), "b": b.get("profile_label"), "shape": _shape(a), "diffs": diffs,
+        name = f"{b['arm']} against {a['arm']} at {_shape(a)}"
+        comparisons.append({"a": a["arm"], "b": b["arm"], "shape": _shape(a), "diffs": diffs,
                             "figure": figures.ab_forest(name, diffs)})
     for i, comparison in enumerate(comparisons):
         if comparison["figure"]:

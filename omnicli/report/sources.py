@@ -224,6 +224,22 @@ def _is_vllm_pass(obj: dict[str, Any]) -> bool:
     return "completed" in obj and "duration" in obj and ("backend" in obj or "profile_label" in obj)
 
 
+def bench_runs(sources: Sources) -> list[dict[str, Any]]:
+    """Every run, each with `arm`: its profile label, or, when two bench invocations ran the same profile
+    under the same load shape (an A/B of two result files), the label and the file, so the two stay apart."""
+    homes: dict[tuple, set[Path]] = {}
+    for source in sources.bench:
+        for run in source.runs:
+            homes.setdefault((run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()).add(source.path)
+    clashing = {key[0] for key, paths in homes.items() if len(paths) > 1}
+    out = []
+    for source in sources.bench:
+        for run in source.runs:
+            label = str(run.get("profile_label") or run.get("label") or source.path.stem)
+            out.append({**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label})
+    return out
+
+
 def run_key(run: dict[str, Any]) -> tuple:
     """What makes two run records the same pass (a summary file and its per-pass files repeat them)."""
     return (run.get("started_at"), run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate")))
