@@ -6,10 +6,10 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from omnicli.benchmark.compare import ratio_estimate
 from omnicli.cli import app
 from omnicli.evaluation.wer import score_utterance
 from omnicli.report import ab
@@ -40,21 +40,6 @@ def test_the_diff_marks_a_substitution_in_place():
     assert word_diff("", "anything") is None
 
 
-def test_welch_interval_matches_the_textbook_and_calls_noise():
-    a, b = [10.0, 11.0, 12.0], [14.0, 15.0, 16.5]
-    diff, low, high = ab.welch_interval(a, b)
-    va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 3
-    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
-    from scipy import stats
-
-    half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
-    assert (diff, low, high) == pytest.approx((np.mean(b) - np.mean(a), diff - half, diff + half))
-    assert low > 0  # a clear difference
-    _, low, high = ab.welch_interval([10.0, 12.0, 11.0], [11.5, 10.5, 11.8])
-    assert low < 0 < high  # within the noise
-    assert ab.welch_interval([1.0], [2.0, 3.0]) is None
-
-
 def _run(profile: str, rounds: list[list[tuple[float, float]]], conc: int = 1) -> dict:
     """A bench run with --save-detailed lists: per round, (first audio s, audio s) per request, one second apart."""
     lists = {k: [] for k in ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs", "errors")}
@@ -72,12 +57,17 @@ def test_compare_per_round_figures_and_verdicts():
     b = _run("b", [[(0.10, 2.0), (0.11, 2.0)], [(0.10, 2.0), (0.12, 2.0)], [(0.11, 2.0), (0.10, 2.0)]])
     diffs = {d.metric: d for d in ab.compare(a, b)}
     ttfp = diffs["mean_audio_ttfp_ms"]
-    assert (ttfp.a_mean, ttfp.b_mean) == pytest.approx((205.0, 320.0 / 3))  # means of the round means
-    assert ttfp.verdict == "better" and ttfp.high < 0  # lower latency is better
+    # round means 210 / 205 / 200 ms against 105 / 110 / 105 ms: the medians, their ratio, the project's interval
+    assert (ttfp.a_value, ttfp.b_value, ttfp.ratio) == pytest.approx((205.0, 105.0, 105.0 / 205.0))
+    est = ratio_estimate([105.0, 110.0, 105.0], [210.0, 205.0, 200.0], confidence=ab.CONFIDENCE)
+    assert (ttfp.low, ttfp.high) == pytest.approx((est.low, est.high))
+    assert ttfp.verdict == "better" and ttfp.high < 1  # lower latency is better
     assert diffs["audio_throughput"].verdict == "within noise"  # 4 audio-s in 2 s every round, both
-    assert diffs["audio_throughput"].a_mean == pytest.approx(2.0)
+    assert diffs["audio_throughput"].a_value == pytest.approx(2.0)
+    worse = {d.metric: d for d in ab.compare(b, a)}["mean_audio_ttfp_ms"]
+    assert worse.verdict == "worse" and worse.low > 1
     one_round = ab.compare(_run("a", [[(0.2, 2.0)]]), _run("b", [[(0.1, 2.0)]]))
-    assert all(d.low is None and "no interval" in d.verdict for d in one_round)
+    assert one_round and all(d.low is None and "no interval" in d.verdict for d in one_round)
     assert ab.pairs([a, b, _run("a", [[(0.2, 2.0)]], conc=4)]) == [(a, b)]
 
 

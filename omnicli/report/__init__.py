@@ -4,8 +4,8 @@
     facts = write_report([Path("out/"), Path("results/")], Path("report.html"), embed_audio="worst:10")
 
 Reading the folders (sources.py) and joining rows (rows.py) need only the core
-dependencies; the page (page.py: Jinja2, plotly.js, scipy for the A/B
-intervals) needs the `report` extra, checked by `missing_extra()`.
+dependencies; the page (page.py: Jinja2 and plotly.js) needs the `report`
+extra, checked by `missing_extra()`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 
 INSTALL_HINT = "pip install 'omnicli[report]'"
-_NEEDS = ("jinja2", "plotly", "scipy")
+_NEEDS = ("jinja2", "plotly")
 
 
 def missing_extra() -> str | None:

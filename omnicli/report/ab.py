@@ -1,10 +1,12 @@
-"""A/B of bench runs: each metric's difference between two profiles under one load shape,
-with a 95 % confidence interval over the rounds, and whether it is within the noise.
+"""A/B of bench runs: each metric of profile B against profile A under one load shape, as the
+ratio B/A with an interval over the rounds, and whether it is within the noise.
 
 Per-round figures come from the `--save-detailed` lists (`request_rounds`,
-`round_durations` and the per-request values); the interval is Welch's t
-interval of the difference of the two profiles' round means. With one round
-(or no detailed lists) there is no interval, and the page says so.
+`round_durations` and the per-request values). The ratio and its interval are
+the project's (omnicli.benchmark.compare.ratio_estimate: ratio of the round
+medians, bootstrap interval); an interval that contains 1.0 is within the
+noise. With one round (or no detailed lists) there is no interval, and the page
+says so.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-LEVEL = 0.95
+from omnicli.benchmark.compare import MIN_ROUNDS, ratio_estimate
+
+CONFIDENCE = 0.9
 
 
 @dataclass(frozen=True)
@@ -99,31 +102,18 @@ def round_values(run: dict[str, Any], metric: Metric) -> list[float]:
 class Difference:
     metric: str
     label: str
-    a_mean: float | None
-    b_mean: float | None
-    diff: float | None  # b - a
-    low: float | None  # the interval of b - a
+    a_value: float | None  # the median of A's rounds (the pooled figure without rounds)
+    b_value: float | None
+    ratio: float | None  # B / A
+    low: float | None  # the interval of the ratio
     high: float | None
     rounds: tuple[int, int]
     verdict: str  # "within noise", "better" or "worse" (B against A), or why there is no interval
 
     @property
     def rel(self) -> float | None:
-        return self.diff / self.a_mean * 100 if self.diff is not None and self.a_mean else None
-
-
-def welch_interval(a: list[float], b: list[float], level: float = LEVEL) -> tuple[float, float, float] | None:
-    """(b_mean - a_mean, low, high), or None with fewer than two values on a side."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-    diff = float(np.mean(b) - np.mean(a))
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff
-    df = (va + vb) ** 2 / ((va**2 / (len(a) - 1)) + (vb**2 / (len(b) - 1)))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return diff, diff - half, diff + half
+        """B against A in percent (+10: B is 10 % higher)."""
+        return (self.ratio - 1) * 100 if self.ratio is not None else None
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
@@ -131,24 +121,29 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     out = []
     for metric in METRICS:
         ra, rb = round_values(a, metric), round_values(b, metric)
-        pooled_a, pooled_b = a.get(metric.key), b.get(metric.key)
-        if not ra and not rb and not (isinstance(pooled_a, (int, float)) and isinstance(pooled_b, (int, float))):
+        if not (ra and rb):
+            ra, rb = [v for v in (_num(a.get(metric.key)),) if v is not None], [v for v in (_num(b.get(metric.key)),) if v is not None]
+        if not (ra and rb):
             continue
-        a_mean = float(np.mean(ra)) if ra else _num(pooled_a)
-        b_mean = float(np.mean(rb)) if rb else _num(pooled_b)
-        interval = welch_interval(ra, rb)
-        if interval is None:
-            diff = b_mean - a_mean if a_mean is not None and b_mean is not None else None
-            why = "no interval: needs --rounds 2 or more with --save-detailed"
-            out.append(Difference(metric.key, metric.label, a_mean, b_mean, diff, None, None, (len(ra), len(rb)), why))
+        a_value, b_value = float(np.median(ra)), float(np.median(rb))
+        ratio = b_value / a_value if a_value > 0 else None
+        if ratio is None:
+            out.append(Difference(metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"))
             continue
-        diff, low, high = interval
-        if low <= 0 <= high:
+        if min(len(ra), len(rb)) < 2:
+            why = f"no interval: needs --save-detailed and --rounds {MIN_ROUNDS} or more"
+            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why))
+            continue
+        try:
+            est = ratio_estimate(rb, ra, confidence=CONFIDENCE)
+        except ValueError as exc:  # a round of A at 0 (no underrun at all in it, say)
+            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), f"no interval: {exc}"))
+            continue
+        if not est.measured:
             verdict = "within noise"
         else:
-            better = (diff > 0) == metric.higher_is_better
-            verdict = "better" if better else "worse"
-        out.append(Difference(metric.key, metric.label, a_mean, b_mean, diff, low, high, (len(ra), len(rb)), verdict))
+            verdict = "better" if (est.ratio > 1) == metric.higher_is_better else "worse"
+        out.append(Difference(metric.key, metric.label, a_value, b_value, est.ratio, est.low, est.high, (len(ra), len(rb)), verdict))
     return out
 
 

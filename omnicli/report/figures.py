@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from omnicli.report.ab import Difference, requests_of
+from omnicli.report.ab import CONFIDENCE, Difference, requests_of
 from omnicli.report.rows import UttRow
 
 _BASE = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 320, "template": None,
@@ -154,18 +154,12 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def ab_forest(label: str, diffs: list[Difference]) -> dict[str, Any] | None:
-    """Relative difference (B - A) / A per metric with its interval; the zero line is 'no difference'."""
+    """B against A in percent per metric with its interval; the zero line is 'no difference'."""
     shown = [d for d in diffs if d.rel is not None]
     if not shown:
         return None
-    err_plus, err_minus = [], []
-    for d in shown:
-        if d.low is None or not d.a_mean:
-            err_plus.append(0.0)
-            err_minus.append(0.0)
-        else:
-            err_plus.append((d.high - d.diff) / abs(d.a_mean) * 100)
-            err_minus.append((d.diff - d.low) / abs(d.a_mean) * 100)
+    err_plus = [(d.high - d.ratio) * 100 if d.high is not None else 0.0 for d in shown]
+    err_minus = [(d.ratio - d.low) * 100 if d.low is not None else 0.0 for d in shown]
     colour = {"within noise": "#888888", "better": "#2ca02c", "worse": "#d62728"}
     fig = go.Figure(go.Scatter(
         x=[d.rel for d in shown], y=[d.label for d in shown], mode="markers",
@@ -173,6 +167,6 @@ def ab_forest(label: str, diffs: list[Difference]) -> dict[str, Any] | None:
         marker={"size": 10, "color": [colour.get(d.verdict, "#1f77b4") for d in shown]},
         text=[d.verdict for d in shown], hovertemplate="%{y}: %{x:+.1f} % (%{text})<extra></extra>", showlegend=False))
     fig.add_vline(x=0, line_dash="dot", line_color="#444")
-    fig.update_layout(title=label, xaxis_title="difference, % of A (95 % interval over rounds)",
+    fig.update_layout(title=label, xaxis_title=f"B against A, % ({CONFIDENCE:.0%} interval over rounds)",
                       yaxis={"autorange": "reversed", "automargin": True}, height=max(240, 90 + 34 * len(shown)))
     return _json(fig)

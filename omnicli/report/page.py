@@ -177,6 +177,7 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         "bench_extra_keys": _extra_keys(runs),
         "bench_problems": [(b.path.name, b.engine_error, b.interrupted) for b in sources.bench if b.engine_error or b.interrupted],
         "comparisons": [{**c, "index": i} for i, c in enumerate(comparisons)],
+        "confidence": f"{ab.CONFIDENCE:.0%}",
         "num_rows": len(rows),
         "embedded": len(inline),
         "has_scores": any(r.wer is not None for r in rows),
