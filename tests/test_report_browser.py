@@ -75,7 +75,7 @@ def runs(engine_harness, tmp_path_factory) -> Runs:
         assert result.exit_code == 0, result.output
         results, bench_page = tmp / "results", tmp / "bench.html"
         result = runner.invoke(app, [
-            "bench", "--profile", "cpu", "--compare", "low_latency", *SETS, "-c", "1,2", "-n", "4", "--rounds", "2",
+            "bench", "--profile", "cpu", "--compare", "low_latency", *SETS, "-c", "1,2", "-n", "4", "--rounds", "3",
             "--max-new-tokens", "40", "--save-detailed", "--save-result", "--result-dir", str(results), "--report", str(bench_page)])
         assert result.exit_code == 0, result.output
 
@@ -210,7 +210,7 @@ def test_two_profile_bench_report_in_a_browser(runs, browser):
     requests = bench[0]["num_prompts"] * bench[0]["rounds"]
     assert page.evaluate("document.getElementById('timeline').data.slice(0, 2).map(t => t.y.length)") == [requests, requests]
 
-    # A/B: one table per load shape, every metric with its interval over the two rounds and a verdict
+    # A/B: one table per load shape, every metric with its interval over the three rounds and a verdict
     tables = page.locator("table.ab")
     assert tables.count() == 2
     rows = page.eval_on_selector_all("table.ab tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")

@@ -130,7 +130,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
         if ratio is None:
             out.append(Difference(metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"))
             continue
-        if min(len(ra), len(rb)) < 2:
+        if min(len(ra), len(rb)) < MIN_ROUNDS:  # fewer give no usable interval (benchmark.compare)
             why = f"no interval: needs --save-detailed and --rounds {MIN_ROUNDS} or more"
             out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why))
             continue
