@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from omnicli.commands.common import EXIT_OUTPUT_IO, err_console, note, usage_error
 
@@ -45,7 +44,7 @@ def report(
     from omnicli.report import missing_extra
 
     if (why := missing_extra()) is not None:
-        raise usage_error(escape(why))
+        raise usage_error(why)
     facts = _write(paths, out, embed_audio, manifest, title)
     typer.echo(f"report: {facts.path} ({facts.bytes / 1e6:.1f} MB, {facts.rows} utterances, {facts.runs} bench runs"
                + (f", {facts.embedded} clips embedded" if facts.embedded else "") + ")")
@@ -61,7 +60,7 @@ def _write(paths, out, embed_audio, manifest, title):
     try:
         return write_report(paths, out, embed_audio=embed_audio, manifest=manifest, title=title)
     except (SourceError, EmbedSpec) as exc:
-        raise usage_error(escape(str(exc))) from None
+        raise usage_error(str(exc)) from None
     except OSError as exc:
         err_console.print(f"[red]error:[/red] cannot write {out}: {exc}", highlight=False)
         raise typer.Exit(EXIT_OUTPUT_IO) from None
@@ -74,7 +73,7 @@ def check_report_option(out: Path | None) -> None:
     from omnicli.report import missing_extra
 
     if (why := missing_extra()) is not None:
-        raise usage_error(escape(f"--report: {why}"))
+        raise usage_error(f"--report: {why}")
     if out.is_dir():
         raise usage_error(f"--report {out}: a folder; give the HTML file to write")
 

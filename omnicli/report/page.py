@@ -23,6 +23,7 @@ import jinja2
 
 from omnicli import __version__
 from omnicli.atomic import write_text_atomic
+from omnicli.errors import UsageError
 from omnicli.report import ab, figures
 from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
 from omnicli.report.sources import Sources, bench_runs
@@ -32,7 +33,7 @@ COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s",
            "wer", "hyp", "diff", "sim", "mos", "audio", "ref_audio", "error", "line")
 
 
-class EmbedSpec(ValueError):
+class EmbedSpec(UsageError):
     """A bad --embed-audio value."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from omnicli.errors import UsageError
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.synth_results import SynthResult, SynthSummary
 
@@ -27,7 +28,7 @@ MAX_DEPTH = 4  # OUT/<pass>/eval/ is three levels below a bench --audio-out fold
 SIDECAR_PREFIX = "failed_speech_"
 
 
-class SourceError(ValueError):
+class SourceError(UsageError):
     """A folder or file that cannot be read as anything `omni report` knows (a usage error)."""
 
 
