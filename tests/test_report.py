@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -143,3 +144,34 @@ def test_embed_spec():
     assert Embed.parse(None) == Embed() and Embed.parse("all").all
     with pytest.raises(EmbedSpec):
         Embed.parse("worst")
+
+
+def test_rows_join_synth_eval_and_retention_and_fall_into_groups(tmp_path):
+    import soundfile as sf
+
+    from omnicli.report.rows import collect_rows
+    from omnicli.synth_results import SynthResult
+
+    gen, kept = tmp_path / "gen", tmp_path / "kept"
+    gen.mkdir()
+    kept.mkdir()
+    pcm = np.zeros(2400, dtype=np.float32)
+    for name in ("a.wav", "b.wav"):
+        sf.write(gen / name, pcm, 24000)
+    for name in ("failed_speech_1.wav", "failed_speech_2.wav"):
+        sf.write(kept / name, pcm, 16000)
+    rows = [SynthResult(utt="a", status="ok", wav="a.wav", audio_seconds=0.1, flags=["near_silent"], retained=str(kept / "failed_speech_1.wav")),
+            SynthResult(utt="b", status="ok", wav="b.wav", audio_seconds=0.1, finish_reason="length", flags=["hit_cap"]),
+            SynthResult(utt="c", status="failed", error="boom")]
+    (gen / "results.jsonl").write_text("".join(r.to_line() + "\n" for r in rows))
+    (kept / "failed_speech_1.json").write_text(json.dumps({"utt": "a", "reasons": ["near_silent", "clipped"]}))
+    (kept / "failed_speech_2.json").write_text(json.dumps({"utt": "z", "reasons": ["asr_mismatch"], "text": "one two",
+                                                           "ref_norm": "one two", "hyp_norm": "one too", "transcript": "one too"}))
+    utterances = collect_rows(read_sources([gen, kept]))
+    by_utt = {r.utt: r for r in utterances.rows}
+    assert sorted(by_utt) == ["a", "b", "c", "z"]
+    assert by_utt["a"].reasons == ["near_silent", "clipped"] and by_utt["a"].groups == ["silent"]
+    assert by_utt["b"].groups == ["runaway"] and by_utt["c"].groups == ["failed"] and by_utt["c"].audio is None
+    z = by_utt["z"]  # a retained output whose run was not given: its own row, with the retained audio
+    assert z.groups == ["misrecognized"] and z.audio == kept / "failed_speech_2.wav"
+    assert z.diff == [["=", "one", "one"], ["s", "two", "too"]]

@@ -236,3 +236,5 @@ def _add_sidecars(sources: Sources, by_folder: dict[Path, dict[str, UttRow]], la
         for reason in meta.get("reasons") or []:
             if reason not in row.reasons:
                 row.reasons.append(reason)
+        if row.diff is None and isinstance(meta.get("ref_norm"), str) and isinstance(meta.get("hyp_norm"), str):
+            row.diff = word_diff(meta["ref_norm"], meta["hyp_norm"])  # an eval-wer sidecar keeps both
