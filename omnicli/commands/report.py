@@ -86,7 +86,7 @@ def report_after_run(out: Path | None, paths: list[Path]) -> None:
 
     try:
         facts = write_report([p for p in paths if p.exists()], out)
-    except Exception as exc:
+    except Exception as exc:  # whatever went wrong, the run is done and its results are written
         err_console.print(f"[yellow]warning:[/yellow] --report {out} not written: {exc}", highlight=False)
         return
     note(f"report: {facts.path}")
