@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from omnicli.commands.common import EXIT_OUTPUT_IO, err_console, note, usage_error
 
@@ -87,6 +88,6 @@ def report_after_run(out: Path | None, paths: list[Path]) -> None:
     try:
         facts = write_report([p for p in paths if p.exists()], out)
     except Exception as exc:  # whatever went wrong, the run is done and its results are written
-        err_console.print(f"[yellow]warning:[/yellow] --report {out} not written: {exc}", highlight=False)
+        err_console.print(f"[yellow]warning:[/yellow] --report {out} not written: {escape(str(exc))}", highlight=False)
         return
     note(f"report: {facts.path}")
