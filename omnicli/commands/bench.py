@@ -12,6 +12,7 @@ import contextlib
 import io
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -902,6 +903,8 @@ def _plot_timeline(result_path: Path, figures: dict, thresholds: list[float]) ->
             figures["start_times"], figures["ttfts"], figures["itls"], figures["input_lens"], figures["output_lens"])
     ]
     path = result_path.with_suffix(".timeline.html")
-    with contextlib.redirect_stdout(io.StringIO()):  # vLLM prints where it saved it; stdout is for results
+    # vLLM prints where it saved it (stdout is for results); plotly warns about its own date parsing
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         generate_timeline_plot(requests, path, itl_thresholds=thresholds)
     err_console.print(f"timeline: {path}", highlight=False)
