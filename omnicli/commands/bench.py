@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
@@ -31,6 +30,7 @@ from omnicli.commands.common import (
     EXIT_OK,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    CliConsole,
     QuietOption,
     RequestProgress,
     SetOption,
@@ -453,7 +453,8 @@ def bench(
         refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1,
                  "--audio-out": audio_out is not None, "--eval": eval_metrics is not None,
                  "--keep-failed": keep_failed is not None, "--save-result": save_result or append_result,
-                 "--plot": plot is not None, "--plot-timeline": plot_timeline},
+                 "--plot": plot is not None, "--plot-timeline": plot_timeline,
+                 "--extra-body " + ",".join(compat.request_fields): bool(compat.request_fields)},
     )
     require_folder(result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
@@ -698,7 +699,7 @@ def _run_and_report(
     """Runs the session under a progress bar and signal handling, scores its audio (--eval), then reports
     whatever completed."""
     with interrupts.signals():
-        with RequestProgress(Console(stderr=True, quiet=True) if report.quiet_progress else err_console) as progress:
+        with RequestProgress(CliConsole(stderr=True, quiet=True) if report.quiet_progress else err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
