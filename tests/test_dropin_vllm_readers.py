@@ -244,7 +244,7 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
 
 
 def test_multi_value_flags_are_spread_as_argparse_reads_them():
-    from omnicli.commands.bench import spread_multi_values
+    from omnicli.commands.bench_vllm import spread_multi_values
 
     flags = {"--metadata": "=", "--goodput": ":"}
     assert spread_multi_values(["--metadata", "a=1", "b=2", "m.lst", "--goodput", "ttft:5", "e2el:9", "-c", "1"], flags) == [
