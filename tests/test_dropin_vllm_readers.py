@@ -160,9 +160,12 @@ def test_statistics_without_samples_are_zero_as_vllm_writes_them(engine, tmp_pat
 
 
 def test_rounds_keep_num_prompts_equal_to_completed(engine, tmp_path):
+    import jsonschema
+
     m = manifest(tmp_path, ["one two", "three"])
     bench(str(m), "--rounds", "3", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     doc = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(runner.invoke(app, ["schema", "bench-run"]).output))  # `omni schema bench-run`
     assert doc["num_prompts"] == doc["completed"] == 6 and doc["prompts_per_round"] == 2 and doc["rounds"] == 3
     params = {"baseline": {"cpu": {"mean_audio_rtf": [1e9], "audio_throughput": [1e-9]}}}
     vllm_readers.omni_ci_check(tmp_path / "r.json", params, num_prompt=6, hardware="cpu", sweep_index=0)
