@@ -171,7 +171,8 @@ class _Report:
         self.date = datetime.now().strftime("%Y%m%d-%H%M%S")  # vLLM's `date` and file-name stamp
         summary_name = f"omni-bench-{self.date}.json"
         if self.vllm is not None:  # --result-filename names the per-run files; the summary goes beside them
-            self.path = (self.result_dir or Path(".")) / summary_name
+            if self.vllm.save or self.result_dir is not None:  # (--plot-timeline alone writes no file of its own)
+                self.path = (self.result_dir or Path(".")) / summary_name
         elif self.result_dir is not None or self.result_filename is not None:
             self.path = (self.result_dir or Path(".")) / (self.result_filename or summary_name)
 
