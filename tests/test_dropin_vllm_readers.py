@@ -15,6 +15,7 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 import omnicli.commands.bench as bench_cmd
+import omnicli.commands.bench_vllm as bench_vllm
 from omnicli.cli import app
 from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from tests import vllm_readers
@@ -237,6 +238,7 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
     import vllm.benchmarks.plot as vplot  # vLLM's own: the project runs on vLLM
 
     monkeypatch.setattr(vplot, "generate_timeline_plot", lambda data, path, itl_thresholds: calls.append((data, path, itl_thresholds)))
+    monkeypatch.setattr(bench_vllm, "timeline_missing", lambda: None)  # plotly is optional: the drawing is stubbed
     m = manifest(tmp_path, ["a b", "c"])
     bench(str(m), "--plot-timeline", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     (data, path, thresholds), = calls
@@ -244,6 +246,15 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
     segments = vplot.construct_timeline_data(data, thresholds, ["lo", "mid", "hi"])  # vLLM's own segmenting
     assert sum(s["type"] == "TTFT" for s in segments) == 2 and len(segments) == 2 * 6
     assert not (tmp_path / "r.json").exists()  # --plot-timeline alone writes no result file, as vLLM
+
+
+def test_plot_timeline_without_plotly_exits_2_before_the_engine(engine, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else find_spec(name, *a))
+    result = runner.invoke(app, ["bench", "--plot-timeline"])
+    assert result.exit_code == 2 and "pip install plotly" in " ".join(result.output.split()) and engine.requests == []
 
 
 def test_multi_value_flags_are_spread_as_argparse_reads_them():

@@ -513,7 +513,7 @@ def _vllm_files(
     """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
     from omnicli.benchmark.metrics import parse_goodput
     from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
-    from omnicli.commands.bench_vllm import itl_thresholds
+    from omnicli.commands.bench_vllm import itl_thresholds, timeline_missing
 
     def parsed(parse, value, hint):
         try:
@@ -525,6 +525,8 @@ def _vllm_files(
     pairs = parsed(parse_metadata, metadata, "--metadata")
     slos = parsed(parse_goodput, goodput, "--goodput")
     thresholds = None if timeline is None else parsed(itl_thresholds, timeline, "--timeline-itl-thresholds")
+    if thresholds is not None and (missing := timeline_missing()):
+        raise typer.BadParameter(missing, param_hint="--plot-timeline")
     if save and result_filename is not None:
         parsed(check_filename_template, result_filename, "--result-filename")
     if not save and thresholds is None:

@@ -169,12 +169,12 @@ def write_vllm_files(results, runs: list[dict], report: Any) -> list[Path]:
             if one_file_per_run and folder / name in written:  # a template that does not tell these runs apart
                 name = run_filename(Path(name).stem + Path(name).suffix, doc, profile_label=profile, one_file_per_run=True)
         path = folder / name
-        if files.timeline is not None:
-            plot_timeline(path, figures, files.timeline)
         if files.save:
             write_result(path, doc, append=files.append)
             if path not in written:
                 written.append(path)
+        if files.timeline is not None:
+            plot_timeline(path, figures, files.timeline)
     if files.append:
         for path in written:
             if len(read_results(path)) > 1:
@@ -183,13 +183,20 @@ def write_vllm_files(results, runs: list[dict], report: Any) -> list[Path]:
     return written
 
 
+def timeline_missing() -> str | None:
+    """Why --plot-timeline cannot draw (checked before any engine starts), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("plotly") is None:
+        return "--plot-timeline draws with vLLM's plot, which needs plotly: pip install plotly"
+    return None
+
+
 def plot_timeline(result_path: Path, figures: dict, thresholds: list[float]) -> None:
-    """vLLM's request timeline (`vllm bench serve --plot-timeline`) of one run, beside its result file."""
-    try:
-        from vllm.benchmarks.plot import generate_timeline_plot
-    except ImportError as exc:
-        err_console.print(f"[yellow]warning:[/yellow] --plot-timeline needs vLLM's plot module and plotly ({exc}): no timeline")
-        return
+    """vLLM's request timeline (`vllm bench serve --plot-timeline`) of one run, beside its result file;
+    a failure is a warning (the results are written already)."""
+    from vllm.benchmarks.plot import generate_timeline_plot
+
     requests = [
         {"start_time": start, "ttft": ttft, "itl": itl, "latency": ttft + sum(itl) if itl else ttft,
          "prompt_len": prompt_len, "output_tokens": output_len}
@@ -198,7 +205,11 @@ def plot_timeline(result_path: Path, figures: dict, thresholds: list[float]) -> 
     ]
     path = result_path.with_suffix(".timeline.html")
     # vLLM prints where it saved it (stdout is for results); plotly warns about its own date parsing
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        generate_timeline_plot(requests, path, itl_thresholds=thresholds)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            generate_timeline_plot(requests, path, itl_thresholds=thresholds)
+    except Exception as exc:  # a plot must never cost the measured results
+        err_console.print(f"[yellow]warning:[/yellow] no timeline for {result_path.name}: {type(exc).__name__}: {exc}")
+        return
     err_console.print(f"timeline: {path}", highlight=False)
