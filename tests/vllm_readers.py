@@ -185,7 +185,7 @@ def bench_tts_row(result_path: Path, task: str, concurrency: int) -> str:
 
 def plot_results_values(paths: list[Path]) -> dict[str, list[float]]:
     """plot_results.py: each file read whole (a dict or a list of them), the four plotted metrics
-    per record as floats (None or missing: NaN)."""
+    and its table's WER per record as floats (None or missing: NaN)."""
     records = []
     for p in paths:
         raw = json.loads(Path(p).read_text(encoding="utf-8"))
@@ -195,5 +195,5 @@ def plot_results_values(paths: list[Path]) -> dict[str, list[float]]:
         v = record.get(key, float("nan"))
         return float("nan") if v is None else float(v)
 
-    keys = ("mean_audio_ttfp_ms", "mean_e2el_ms", "mean_audio_rtf", "audio_throughput")
+    keys = ("mean_audio_ttfp_ms", "mean_e2el_ms", "mean_audio_rtf", "audio_throughput", "seed_tts_content_error_mean")
     return {k: [get(r, k) for r in records] for k in keys}

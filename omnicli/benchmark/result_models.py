@@ -272,6 +272,8 @@ class VllmRunResult(BaseModel):
     machine: dict[str, Any]
     failures: list[BenchFailure]
     eval: BenchEvalFigures | None = None
+    seed_tts_content_error_mean: float | None = Field(None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
+    seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
     audio_ttfps: list[float | None] | None = None

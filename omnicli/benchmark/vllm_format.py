@@ -62,6 +62,8 @@ KEY_NOTES = {
     "rtfx": "0.0: vLLM's ASR figure (input audio transcribed per second); nothing is transcribed here",
     "start_times": "seconds from the round's first submission (vLLM writes perf_counter values)",
     "input_lens": "talker prompt tokens; output_lens: talker tokens (0 for a failed request)",
+    "seed_tts_content_error_mean": "with --eval wer / --seed-tts-wer-eval: omni eval's seed_wer_mean / 100 "
+                                   "(seed-tts-eval's WER, empty transcripts counted as 1.0), over seed_tts_content_evaluated",
 }
 
 
@@ -171,6 +173,7 @@ def vllm_result(
             "talker_output_throughput": talker_out / duration if duration > 0 else 0.0,
         }
     )
+    doc.update(seed_tts_quality(run.get("eval")))
     for key in EXTRA_KEYS:
         if key in run:
             doc[key] = run[key]
@@ -180,6 +183,15 @@ def vllm_result(
                 doc[key] = detailed[key]
     doc["key_notes"] = dict(KEY_NOTES)
     return doc
+
+
+def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
+    """vLLM-Omni's `--seed-tts-wer-eval` keys from `omni bench --eval wer`'s figures: its content error
+    is a fraction (omni eval's percent / 100), over the utterances scored; {} without a WER."""
+    if not figures or figures.get("seed_wer_mean") is None:
+        return {}
+    return {"seed_tts_content_error_mean": figures["seed_wer_mean"] / 100.0,
+            "seed_tts_content_evaluated": figures.get("num_scored") or 0}
 
 
 def result_filename(doc: Mapping[str, Any], *, profile_label: str | None = None) -> str:
