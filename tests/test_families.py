@@ -41,7 +41,7 @@ def test_native_families_are_registered_with_their_engine_and_parts():
     assert {get_family(n).engine for n in ("omni-tiny", "orpheus", "neutts-air")} == {"native"}
     assert get_family("omni-tiny").checkpoint_specs() == []
     assert [s.profile_key for s in get_family("orpheus").checkpoint_specs()] == ["model_path", "codec_path"]
-    assert families.tiny_families()[:2] == ["orpheus", "neutts-air"]  # then the vLLM-Omni ones (qwen3-tts)
+    assert families.tiny_families()[:2] == ["orpheus", "neutts-air"]  # then the optional backends' (qwen3-tts)
     assert get_family("neutts-air").parity_checks == "omnicli.parity.neutts:run"
 
 

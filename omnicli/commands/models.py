@@ -69,8 +69,9 @@ def build_model(
 
 @app.command("verify")
 def verify(
-    family: str = typer.Argument(..., help="Family to check: orpheus, neutts-air."),
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/ (e.g. from build-tiny)."),
+    family: str = typer.Argument(..., help="Family to check: orpheus, neutts-air, qwen3-tts."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/, or the one checkpoint folder of a "
+                                    "vLLM-Omni family (e.g. from build-tiny)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random codes and audio the checks use."),
 ) -> None:
     """Parity checks against the family's reference code; exit 1 on any mismatch.
@@ -79,10 +80,14 @@ def verify(
     installed are shown as skipped (install the `reference` extra).
     """
     from omnicli.engine.models.checkpoints import CheckpointMissing
-    from omnicli.families import check_checkpoints, run_parity_checks
+    from omnicli.families import check_checkpoints, get_family, run_parity_checks
 
     try:
-        check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
+        specs = get_family(family).checkpoint_specs()
+        if specs and all(s.profile_key == "model_path" for s in specs):  # the whole checkpoint in one folder
+            check_checkpoints(family, str(checkpoint), None)
+        else:
+            check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
         with err_console.status(f"verifying {family} at {checkpoint}"):
             checks = run_parity_checks(family, checkpoint, seed=seed)
     except (ValueError, CheckpointMissing) as exc:

@@ -147,8 +147,12 @@ class OmniEngine:
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         profile = resolved.profile
+        from omnicli.vllm_omni.requests import unsupported
+
         if profile.model not in FAMILY_OUTPUT:
             raise EngineError(f"model {profile.model!r} is not a vLLM-Omni family ({', '.join(FAMILY_OUTPUT)})")
+        if (reason := unsupported(profile.model)) is not None:
+            raise EngineError(reason)
         ckpt = locate_checkpoint(profile.model, profile.model_path)
         AsyncOmni = _import_async_omni()
         overlay = build_overlay(resolved, ckpt)
@@ -228,6 +232,7 @@ class OmniEngine:
             stream = _AudioStream(self.channels)
             final = None
             self._enter()
+            handed_at = time.perf_counter()  # vLLM-Omni times its stages from here
             try:
                 outputs = self._omni.generate(built.prompt, request_id=rid, sampling_params_list=built.sampling_params_list,
                                               output_modalities=["audio"])
@@ -244,7 +249,7 @@ class OmniEngine:
         if final is None:
             raise RequestFailed(request.request_id, "vLLM-Omni ended the request without a final output", info)
         figures = stage_metrics.from_output(final)
-        stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate)
+        stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate, handed_at)
         self._totals.add(figures, info.codec_frames)
         if info.finish_reason == "length":
             info.hit_cap = built.explicit_cap

@@ -54,8 +54,12 @@ def from_output(final) -> dict[str, dict[str, Any]]:
     return out
 
 
-def fill_info(info: RequestInfo, figures: dict, samples: int, sample_rate: int) -> None:
-    """Fills the request's RequestInfo from the stage figures and the delivered audio."""
+def fill_info(info: RequestInfo, figures: dict, samples: int, sample_rate: int, handed_at: float) -> None:
+    """Fills the request's RequestInfo from the stage figures and the delivered audio.
+
+    `handed_at` is perf_counter() when the request went to vLLM-Omni, which
+    times first outputs from its arrival (the same moment, within a millisecond).
+    """
     info.codec_frames = round(samples * FRAME_RATE / sample_rate) if sample_rate else 0
     talker = figures.get("talker") or {}
     if talker:
@@ -63,8 +67,7 @@ def fill_info(info: RequestInfo, figures: dict, samples: int, sample_rate: int) 
         info.finish_reason = "length" if reason == "length" else "stop"
         info.talker_tokens = talker["tokens_out"]
         if talker.get("first_output_ms") is not None:
-            # measured by vLLM-Omni from the request's arrival, which is our submission within a millisecond
-            info.first_token_at = info.submitted_at + talker["first_output_ms"] / 1000.0
+            info.first_token_at = handed_at + talker["first_output_ms"] / 1000.0
             t, times = info.first_token_at, [info.first_token_at]
             for gap in talker.get("inter_output_ms") or []:
                 t += gap / 1000.0
