@@ -115,6 +115,8 @@ def http_round(ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: i
     if done.returncode != 0:
         raise RuntimeError(f"vllm-omni bench serve failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     result = json.loads((out / name).read_text())
+    if not result.get("completed"):
+        raise RuntimeError(f"the server answered none of {rows} requests ({result.get('failed')} failed)")
     return {
         "audio_s_per_s": float(result["audio_throughput"]),
         "requests_per_s": float(result["request_throughput"]),
@@ -161,8 +163,9 @@ async def main_async(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ckpt = args.ckpt.resolve()
     levels = [int(c) for c in args.concurrency.split(",")]
+    slots = args.max_num_seqs or max(levels)
     resolved = load_profile(args.profile, platform="cpu", overrides=[
-        f"model_path={ckpt}", f"talker.max_num_seqs={max(levels)}", f"codec.max_num_seqs={max(levels)}",
+        f"model_path={ckpt}", f"talker.max_num_seqs={slots}", f"codec.max_num_seqs={slots}",
         "model_options.language=English"])  # as vLLM-Omni's Seed-TTS rows ask (the placeholder length depends on it)
     overlay = build_overlay(resolved, ckpt)
     overlay_path = write_overlay(overlay, out)
@@ -183,7 +186,12 @@ async def main_async(args) -> int:
         engine = await OmniEngine.start(resolved)
         print(f"in-process engine ready in {engine.startup_seconds:.0f} s", flush=True)
         # One discarded warm-up pass per side (first requests pay for lazy initialisation).
-        http_round(ckpt, manifest, min(4, args.rows), 4, args.tokens, args.port, tmp)
+        try:
+            http_round(ckpt, manifest, min(4, args.rows), 4, args.tokens, args.port, tmp)
+        except RuntimeError as exc:
+            errors = [ln for ln in server.tail(400).splitlines() if "Error" in ln][-6:]
+            print(f"HTTP path: the server started but failed its first requests: {exc}\n" + "\n".join(errors))
+            return 3
         await in_process_round(engine, prompts[:4], 4)
         rounds: dict[str, dict[int, list[dict]]] = {"http": {c: [] for c in levels}, "in_process": {c: [] for c in levels}}
         for c in levels:
@@ -229,6 +237,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=48, help="talker token cap per request, both sides")
     ap.add_argument("--port", type=int, default=8091)
+    ap.add_argument("--max-num-seqs", type=int, default=0, help="slots per stage, both sides (0: the largest concurrency)")
     ap.add_argument("--out", type=Path, default=Path("bench-vllm-omni-http"))
     args = ap.parse_args()
     sys.exit(asyncio.run(main_async(args)))

@@ -87,14 +87,14 @@ def run_reference(ckpt: Path, text: str, tokens: int) -> np.ndarray:
     return np.asarray(wavs[0], np.float32)
 
 
-async def _pipeline(ckpt: Path, text: str, tokens: int) -> np.ndarray:
+async def _pipeline(ckpt: Path, text: str, tokens: int, dtype: str) -> np.ndarray:
     from omnicli.engine.request import TTSRequest
     from omnicli.profile import load_profile
     from omnicli.vllm_omni.engine import OmniEngine
 
     resolved = load_profile("qwen3-tts", platform="cpu", overrides=[
         f"model_path={ckpt}", "talker.temperature=0", "talker.repetition_penalty=1.0", "talker.max_num_seqs=1",
-        "codec.max_num_seqs=1",
+        "codec.max_num_seqs=1", f"talker.dtype={dtype}",
         "vllm_omni.deploy_config={stages: [{stage_id: 0, subtalker_sampling_params: {do_sample: false}}]}"])
     engine = await OmniEngine.start(resolved)
     try:
@@ -112,13 +112,15 @@ def main() -> None:
     ap.add_argument("ckpt", type=Path)
     ap.add_argument("--tokens", type=int, default=24, help="talker token cap of the one generation")
     ap.add_argument("--text", default="Hello from the tiny random checkpoint.")
+    ap.add_argument("--talker-dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="the pipeline talker's dtype (the reference runs float32)")
     ap.add_argument("--phase", choices=("reference", "pipeline"), help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ckpt = args.ckpt.resolve()
     if args.phase:
         audio = run_reference(ckpt, args.text, args.tokens) if args.phase == "reference" else asyncio.run(
-            _pipeline(ckpt, args.text, args.tokens))
+            _pipeline(ckpt, args.text, args.tokens, args.talker_dtype))
         np.save(args.out, audio)
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,13 +128,15 @@ def main() -> None:
         for phase in ("reference", "pipeline"):
             out = Path(tmp) / f"{phase}.npy"
             subprocess.run([sys.executable, __file__, str(ckpt), "--tokens", str(args.tokens), "--text", args.text,
-                            "--phase", phase, "--out", str(out)], check=True)
+                            "--talker-dtype", args.talker_dtype, "--phase", phase, "--out", str(out)], check=True)
             audio[phase] = np.load(out)
     ref, ours = audio["reference"], audio["pipeline"]
     n = min(ref.size, ours.size)
     diff = float(np.max(np.abs(ref[:n] - ours[:n]))) if n else float("nan")
     peak = float(np.max(np.abs(ref))) if ref.size else 0.0
-    print(json.dumps({"reference_samples": int(ref.size), "pipeline_samples": int(ours.size),
+    frames = [float(np.corrcoef(ref[i:i + 1920], ours[i:i + 1920])[0, 1]) for i in range(0, n - 1919, 1920)]
+    print(json.dumps({"talker_dtype": args.talker_dtype, "per_frame_correlation": [round(c, 3) for c in frames],
+                      "reference_samples": int(ref.size), "pipeline_samples": int(ours.size),
                       "reference_frames": ref.size / 1920, "pipeline_frames": ours.size / 1920,
                       "max_abs_diff": diff, "reference_peak": peak,
                       "max_abs_diff_share_of_peak": diff / peak if peak else None}, indent=2))

@@ -32,8 +32,8 @@ def list_models(
 
 @app.command("build-tiny")
 def build_tiny(
-    family: str = typer.Argument(..., help="Family to build: orpheus, neutts-air."),
-    dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written."),
+    family: str = typer.Argument(..., help="Family to build: orpheus, neutts-air, qwen3-tts."),
+    dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written (qwen3-tts: DEST/base, DEST/custom_voice)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
     real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
 ) -> None:
@@ -46,7 +46,10 @@ def build_tiny(
     except (ValueError, FileExistsError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    console.print(f"[green]{family}[/green] at {dest} (use --set model={family} --set model_path={dest}/talker --set codec_path={dest}/codec)")
+    folders = info.get("model_path_folders")  # one-folder checkpoints (vLLM-Omni families), one per variant
+    use = (f"--set model_path={dest}/{folders[0]}" + "".join(f" or {dest}/{f}" for f in folders[1:]) if folders
+           else f"--set model_path={dest}/talker --set codec_path={dest}/codec")
+    console.print(f"[green]{family}[/green] at {dest} (use --set model={family} {use})")
     console.print_json(data=info)
 
 
