@@ -203,6 +203,7 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
         assert run["stage_talker_tokens_mean"] <= CAP and run["stage_codec_frames_mean"] == pytest.approx(run["mean_audio_duration_s"] * 12.5)
         assert 0 < run["stage_talker_first_output_ms_mean"] <= run["stage_codec_first_output_ms_mean"]
         assert run["stage_talker_time_ms_mean"] > 0 and run["stage_codec_time_ms_mean"] > 0
+        assert run["engine_stats"]["extra"]["deploy_overlay"]["digest"] == engine.overlay.digest
         path = write_result(tmp_path / f"c{run['max_concurrency']}.json", vllm_result(run, date="20261201-000000"))
         doc = read_results(path)[0]
         assert doc["completed"] == 4 and doc["max_concurrency"] == run["max_concurrency"]

@@ -332,7 +332,10 @@ class OmniEngine:
             talker_time_s=busy,
             codec_frames=t.codec_frames,
             codec_compute_s=t.codec_time_s,
-            extra={"engine": "vllm-omni", "stage_totals": t.to_dict()},
+            extra={"engine": "vllm-omni", "stage_totals": t.to_dict(),
+                   # what bench results record about the deploy overlay the profile became
+                   "deploy_overlay": {"digest": self.overlay.digest, "platform": self.overlay.platform,
+                                      "ignored": [f"{k}: {why}" for k, why in self.overlay.ignored]}},
         )
 
 
