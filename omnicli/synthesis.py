@@ -363,9 +363,11 @@ class SynthRun:
                     return
             self._unwritten.append(record.utt)
 
+        # Prompts made as rows are admitted, records dropped once sunk: what the run holds
+        # does not grow with the manifest (only the small results rows do).
         driven = await drive(
-            self.engine, [self.sink.prompt(row) for row in rows], LoadShape(concurrency=self.concurrency),
-            keep_pcm=True, on_record=sink, stop=self.stop, grace_s=self.grace_s,
+            self.engine, (self.sink.prompt(row) for row in rows), LoadShape(concurrency=self.concurrency),
+            keep_pcm=True, keep_records=False, on_record=sink, stop=self.stop, grace_s=self.grace_s,
         )
         self.engine_error = driven.engine_error
         self.left_pending = driven.left_pending + self._unwritten

@@ -146,11 +146,11 @@ def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:
     return [prompts[i % len(prompts)] for i in range(count)] if prompts else []
 
 
-def warmup_phase(plan: BenchPlan, prompts: Sequence[Prompt]) -> tuple[list[Prompt], LoadShape] | None:
+def warmup_phase(plan: BenchPlan, prompts: Sequence[Prompt]) -> tuple[Sequence[Prompt], LoadShape] | None:
     """The discarded phase run on each engine before its first pass: (prompts, load shape), or None."""
     first = plan.shapes[0]
     if plan.warmup_pass:
-        return list(prompts), first
+        return prompts, first
     if plan.warmup_requests:
         # Warm the batch sizes the first pass will use, without an arrival schedule.
         return warmup_prompts(prompts, plan.warmup_requests), LoadShape(concurrency=first.concurrency, seed=first.seed)
@@ -174,7 +174,7 @@ class BenchSession:
         if not prompts:
             raise ValueError("no prompts to benchmark")
         self.runs = list(runs)
-        self.prompts = list(prompts)
+        self.prompts = prompts if isinstance(prompts, Sequence) else list(prompts)  # a Cycled view stays one
         self.plan = plan
         self.start_engine = start_engine
         self.observer = observer or BenchObserver()

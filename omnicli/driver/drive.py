@@ -15,13 +15,18 @@ chunk, the same stop rule and the same handling of failures:
   fail meanwhile (a Ctrl-C also reaches vLLM's process), are left pending;
 - an error raised by `on_record` (the caller's sink: results that cannot be
   written) cancels the rest and propagates.
+
+Prompts are taken from their iterable as they are admitted, and a record
+is kept past its `on_record` only with `keep_records` (bench computes its
+figures from them; synth writes each one and lets it go), so a drive of a
+million rows holds what is in flight, not what is done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +42,7 @@ STOP_GRACE_S = 5.0  # after a stop (first Ctrl-C), requests in flight may finish
 
 @dataclass
 class DriveResult:
-    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order
+    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order (with keep_records)
     left_pending: list[str] = field(default_factory=list)  # utts cut off by a stop or an engine failure
     complete: bool = True  # every prompt finished
     engine_error: str | None = None  # why the engine stopped serving, if it did
@@ -90,11 +95,12 @@ async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bo
 
 async def drive(
     engine: Any,
-    prompts: Sequence[Prompt],
+    prompts: Iterable[Prompt],
     shape: LoadShape,
     *,
     id_prefix: str | None = None,
     keep_pcm: bool = False,
+    keep_records: bool = True,
     on_record: Callable[[RequestRecord], None] | None = None,
     stop: asyncio.Event | None = None,
     grace_s: float = STOP_GRACE_S,
@@ -108,19 +114,20 @@ async def drive(
     before = engine.stats()
     t0 = time.perf_counter()
 
-    async def send(index: int) -> None:
-        prompt = prompts[index]
+    async def send(numbered: tuple[int, Prompt]) -> None:
+        index, prompt = numbered
         in_flight[index] = prompt.utt
         record = await run_request(engine, prompt, f"{id_prefix}-{index}" if id_prefix else prompt.utt, keep_pcm)
         if record.error is not None and stop is not None and stop.is_set() and not record.rejected:
             return  # failed while stopping: not this request's fault; left pending
         del in_flight[index]
-        result.records.append(record)
+        if keep_records:
+            result.records.append(record)
         if on_record is not None:
             on_record(record)
 
     try:
-        result.complete = await offer(range(len(prompts)), send, shape, stop=stop, grace_s=grace_s)
+        result.complete = await offer(enumerate(prompts), send, shape, stop=stop, grace_s=grace_s)
     except EngineError as exc:
         result.complete = False
         result.engine_error = getattr(exc, "reason", None) or str(exc)

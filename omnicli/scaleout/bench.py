@@ -228,7 +228,7 @@ class RayBench:
             failed = sum(f for _, f in warm_counts)
             if failed:
                 self.observer.warning(f"{failed} warmup request(s) failed across the engines")
-        prompts_ref = self.ray.put(list(self.prompts))  # shipped once, read by every engine
+        prompts_ref = self.ray.put(self.prompts)  # shipped once, read by every engine
         for shape in self.plan.shapes:
             started_at = utc_now()
             rounds: list[list[RoundResult]] = [[] for _ in actors]
