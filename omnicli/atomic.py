@@ -9,7 +9,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -76,6 +76,9 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     """
     src, dst = Path(src), Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
+    with suppress(OSError):
+        if os.path.samefile(src, dst):  # merged before: renaming a link onto its own file would leave the temp link
+            return True
     tmp = dst.parent / f".{dst.name}.{secrets.token_hex(4)}.tmp"
     try:
         os.link(src, tmp)
@@ -85,9 +88,8 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     else:
         try:
             os.replace(tmp, dst)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        finally:
+            tmp.unlink(missing_ok=True)  # left by an error, or by a rename onto the same file (a no-op)
         return True
     with _replacing(dst) as f, open(src, "rb") as source:
         shutil.copyfileobj(source, f, 1 << 20)
@@ -172,6 +174,21 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 continue
             if isinstance(obj, dict):
                 yield obj
+
+
+def jsonl_lines(path: str | os.PathLike) -> Iterator[bytes]:
+    """Yields the whole non-blank lines of a JSONL file (each with its newline), without
+    parsing them; a torn last line is left out."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # torn last line from an interrupted write
+            if raw.strip():
+                yield raw
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

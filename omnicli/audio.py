@@ -92,6 +92,37 @@ def wav_data_complete(path: str | os.PathLike) -> bool:
         return False
 
 
+def wav_frames(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(frames, sample rate) of a whole PCM or float RIFF/WAVE file from its header alone;
+    None when it is not one, or holds fewer bytes than its `data` chunk declares.
+
+    One open and one small read: resume checks every finished wav this way
+    (`sf.info` plus `wav_data_complete` cost ~8x more, 24 s for 200,000 wavs).
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if head[:4] != b"RIFF" or head[8:] != b"WAVE":
+                return None
+            offset, fmt = 12, None
+            while True:
+                f.seek(offset)
+                chunk = f.read(8)
+                if len(chunk) < 8:
+                    return None
+                chunk_id, chunk_size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+                if chunk_id == b"fmt " and chunk_size >= 16:
+                    fmt = struct.unpack("<HHIIH", f.read(14))  # tag, channels, rate, bytes/s, block align
+                elif chunk_id == b"data":
+                    if fmt is None or fmt[0] not in (1, 3, 0xFFFE) or fmt[4] == 0 or offset + 8 + chunk_size > size:
+                        return None
+                    return chunk_size // fmt[4], fmt[2]
+                offset += 8 + chunk_size + (chunk_size & 1)
+    except (OSError, struct.error):
+        return None
+
+
 def rms_dbfs(pcm: np.ndarray) -> float:
     """RMS level in dB relative to full scale; -inf for silence or no samples."""
     if pcm.size == 0:

@@ -147,11 +147,13 @@ def synth(
         lock.release()
         err_console.print(f"[red]error:[/red] cannot read earlier results in {out}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    if plan.done or plan.failed_before or plan.changed:
+    if plan.done or plan.failed_before or plan.changed or plan.undigested:
         note(
             f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
             f"{' (not retried; use --retry-failed)' if plan.failed_before else ''}, "
-            f"{len(plan.changed)} changed in the manifest, {len(plan.todo)} to do"
+            f"{len(plan.changed)} changed in the manifest, "
+            + (f"{len(plan.undigested)} without an input digest (cannot tell what they were made from: redone), " if plan.undigested else "")
+            + f"{len(plan.todo)} to do"
         )
     if plan.other_profiles:
         err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
