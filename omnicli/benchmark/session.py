@@ -8,9 +8,10 @@ caller can still report them.
 
 `session.stop` (an asyncio.Event; set it on the session's loop) ends the
 session early: nothing more is submitted, requests in flight get `grace_s`
-to finish, the pass they belong to is dropped (`session.unfinished` names
-it: an incomplete pass would mislead), the engine is closed and no further
-profile is started. `unfinished` also names the phase an engine failure
+to finish, the round they belong to is dropped (`session.unfinished` names
+it: an incomplete round would mislead; the pass's finished rounds are kept,
+as a pass of fewer rounds), the engine is closed and no further profile is
+started. `unfinished` also names the phase an engine failure
 ended.
 """
 
@@ -219,16 +220,10 @@ class BenchSession:
         warm_n, warm_failed = await self._warmup(index, run, engine)
         for shape in self.plan.shapes:
             started_at = utc_now()
-            rounds = []
-            for r in range(self.plan.rounds):
-                desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
-                result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
-                obs.round_done(run, shape, r, result, engine)
-                for rec in result.records:  # audio was handed to round_done; free it
-                    rec.pcm = None
-                rounds.append(result)
-            self.results.append(
-                PassResult(
+            rounds: list[RoundResult] = []
+
+            def passed() -> PassResult:
+                return PassResult(
                     profile=run,
                     shape=shape,
                     rounds=rounds,
@@ -240,7 +235,20 @@ class BenchSession:
                     warmup_requests=warm_n,
                     warmup_failed=warm_failed,
                 )
-            )
+
+            for r in range(self.plan.rounds):
+                desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
+                try:
+                    result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                except _Stopped:
+                    if rounds:  # the rounds that finished are kept (a pass of fewer rounds); the cut one is not
+                        self.results.append(passed())
+                    raise
+                obs.round_done(run, shape, r, result, engine)
+                for rec in result.records:  # audio was handed to round_done; free it
+                    rec.pcm = None
+                rounds.append(result)
+            self.results.append(passed())
             warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
 
     async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:

@@ -595,6 +595,9 @@ def _report(
         why = "interrupted" if interrupted else "ended by the engine failure"
         err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
     if not results:
+        if interrupted and report.path is not None:  # the result file says how it ended, with no pass to report
+            write_json_atomic(report.path, build_document([], report.started_at, report.percentiles, interrupted=True, unfinished=unfinished, ray=ray))
+            err_console.print(f"results: {report.path}", highlight=False)
         return EXIT_OK
     if runs is None:
         machine = machine_facts(results[0].device)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from omnicli.manifest import Manifest, RowError
 # (which builds the --shard option's parser) does not load the synthesis modules.
 SUMMARY = "summary.json"
 RESULTS = "results.jsonl"
+
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class ShardSpecError(ValueError):
@@ -42,10 +46,10 @@ class ShardSpec:
         index_text, slash, count_text = text.strip().partition("/")
         if not slash:
             raise ShardSpecError(f"{text!r} is not I/N (shard I of N, counting from 0, e.g. 0/4)")
-        try:
-            index, count = int(index_text), int(count_text)
-        except ValueError:
-            raise ShardSpecError(f"{text!r}: I and N must be whole numbers (shard I of N, e.g. 0/4)") from None
+        # ASCII digits only: int() would also read "1_0" as 10, "+1", and digits of other scripts.
+        if not (_DIGITS.fullmatch(index_text) and _DIGITS.fullmatch(count_text)):
+            raise ShardSpecError(f"{text!r}: I and N must be whole numbers written with the digits 0-9 (shard I of N, e.g. 0/4)")
+        index, count = int(index_text), int(count_text)
         if count < 1:
             raise ShardSpecError(f"{text!r}: N must be at least 1")
         if not 0 <= index < count:
