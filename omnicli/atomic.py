@@ -96,6 +96,27 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     return False
 
 
+def folder_write_error(folder: str | os.PathLike) -> str | None:
+    """Why a file cannot be written into `folder` (created when missing), or None: checked
+    by writing 4 KiB to a temp file and removing it, before work whose results go there."""
+    folder = Path(folder)
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        return f"cannot write into {folder}: {blocking} is not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".omni-write-check-", suffix=".tmp", dir=folder)
+        try:
+            os.write(fd, b"\0" * 4096)  # a full disk still takes an empty file
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        return f"cannot write into {folder}: {exc.strerror or exc}"
+    return None
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 

@@ -221,35 +221,34 @@ class BenchSession:
         for shape in self.plan.shapes:
             started_at = utc_now()
             rounds: list[RoundResult] = []
-
-            def passed() -> PassResult:
-                return PassResult(
-                    profile=run,
-                    shape=shape,
-                    rounds=rounds,
-                    sample_rate=int(engine.sample_rate),
-                    model=str(getattr(engine, "model_name", "")),
-                    device=str(getattr(engine, "device", "")),
-                    started_at=started_at,
-                    num_prompts=len(self.prompts),
-                    warmup_requests=warm_n,
-                    warmup_failed=warm_failed,
-                )
-
             for r in range(self.plan.rounds):
                 desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
                 try:
                     result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
                 except _Stopped:
                     if rounds:  # the rounds that finished are kept (a pass of fewer rounds); the cut one is not
-                        self.results.append(passed())
+                        self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
                     raise
                 obs.round_done(run, shape, r, result, engine)
                 for rec in result.records:  # audio was handed to round_done; free it
                     rec.pcm = None
                 rounds.append(result)
-            self.results.append(passed())
+            self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
             warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
+
+    def _pass_result(self, run, shape, rounds, engine, started_at, warm_n, warm_failed) -> PassResult:
+        return PassResult(
+            profile=run,
+            shape=shape,
+            rounds=rounds,
+            sample_rate=int(engine.sample_rate),
+            model=str(getattr(engine, "model_name", "")),
+            device=str(getattr(engine, "device", "")),
+            started_at=started_at,
+            num_prompts=len(self.prompts),
+            warmup_requests=warm_n,
+            warmup_failed=warm_failed,
+        )
 
     async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:
         warm = warmup_phase(self.plan, self.prompts)

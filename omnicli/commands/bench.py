@@ -24,6 +24,7 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     QuietOption,
@@ -121,6 +122,8 @@ class _ProgressObserver(BenchObserver):
 
     def round_done(self, run, shape, index, result, engine) -> None:
         self.outputs.handle(run, shape, index, result, engine)
+        if self.outputs.error is not None:  # the audio folder cannot be written: admit no more work (exit 4)
+            self.interrupts.session.stop.set()
 
     def warning(self, message: str) -> None:
         self.warnings.append(message)
@@ -393,6 +396,7 @@ def bench(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
     )
+    _check_outputs(report, outputs)
     # run -> report
     if resources is not None:
         from omnicli.commands.bench_ray import run_ray_bench
@@ -503,7 +507,7 @@ def _run_and_report(
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
             interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
-        if bench_eval is not None and error is None and not interrupts.interrupted:
+        if bench_eval is not None and error is None and not interrupts.interrupted and outputs.error is None:
             # A signal while scoring writes the benchmark (with the passes scored so far) and exits 130.
             interrupts.phase = Phase.SCORING
             _score_passes(bench_eval, session, outputs, session.prompts, report)
@@ -522,6 +526,9 @@ def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: B
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
     if outputs.retainer is not None and outputs.retained:
         err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
+    if outputs.error is not None:
+        err_console.print(f"[red]error:[/red] {outputs.error}; stopped, {len(session.results)} completed pass(es) reported", highlight=False)
+        raise typer.Exit(EXIT_OUTPUT_IO)
     if interrupts.interrupted:
         err_console.print(f"[yellow]interrupted[/yellow]: the engine was closed; {len(session.results)} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -530,6 +537,28 @@ def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: B
         err_console.print(f"[red]{prefix}:[/red] {error}")
         raise typer.Exit(EXIT_ENGINE)
     raise typer.Exit(code)
+
+
+def _check_outputs(report: _Report, outputs: Any) -> None:
+    """Every path the run will write, checked before any engine starts (exit 2): results
+    that cannot be written at the end would waste the whole benchmark."""
+    folders = [("--result-dir", report.path.parent if report.path is not None else None),
+               ("--save-result", (report.result_dir or Path(".")) if report.vllm is not None else None),
+               ("--csv", report.csv_path.parent if report.csv_path is not None else None),
+               ("--plot", report.plot.parent if report.plot is not None else None)]
+    for option, path in (("--csv", report.csv_path), ("--plot", report.plot)):
+        if path is not None and path.is_dir():
+            err_console.print(f"[red]error:[/red] {option} {path}: is a folder; give a file name", highlight=False)
+            raise typer.Exit(EXIT_USAGE)
+    from omnicli.atomic import folder_write_error
+
+    problems = [f"{option}: {why}" for option, folder in folders if folder is not None and (why := folder_write_error(folder))]
+    if (why := outputs.check()) is not None:
+        problems.append(f"--audio-out: {why}")
+    if problems:
+        for line in problems:
+            err_console.print(f"[red]error:[/red] {line}", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list) -> Any:
@@ -560,6 +589,11 @@ def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts:
     """Scores each completed pass's audio; a failure is reported in that pass's entry, never fatal."""
     for result in session.results:
         folder = outputs.pass_dir(result.profile, result.shape)
+        if outputs.unwritten.get(folder):  # scoring the clips that are there would mislead
+            figures = {"metrics": list(bench_eval.metrics), "error": f"{outputs.unwritten[folder]} clip(s) could not be written to {folder}: not scored"}
+            err_console.print(f"[yellow]warning:[/yellow] --eval of {result.label}: {figures['error']}", highlight=False)
+            report.extras[result.label] = {"eval": figures}
+            continue
         try:
             with status(f"scoring {result.label} ({','.join(bench_eval.metrics)}) ..."):
                 figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
