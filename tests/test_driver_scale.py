@@ -10,6 +10,8 @@ import importlib
 import tracemalloc
 import weakref
 
+import pytest
+
 from omnicli.benchmark.prompts import load_prompts
 from omnicli.benchmark.session import BenchPlan
 from omnicli.driver import LoadShape, drive
@@ -128,3 +130,17 @@ def test_an_interrupted_pass_keeps_the_rounds_that_finished():
     assert len(passed.rounds) == 3 and all(len(r.records) == 2 for r in passed.rounds)
     assert session.unfinished == "a c1 round 4/1000"
 
+
+
+def test_a_request_rate_below_the_floor_is_refused():
+    from typer.testing import CliRunner
+
+    from omnicli.cli import app
+    from omnicli.driver.load import MIN_REQUEST_RATE
+
+    for rate in (1e-300, MIN_REQUEST_RATE / 2):  # was: accepted, the first gap of the schedule some 1e300 s
+        result = CliRunner().invoke(app, ["bench", "--request-rate", str(rate)])
+        assert result.exit_code == 2 and "must be at least 0.001" in " ".join(result.output.split())
+        with pytest.raises(ValueError, match="at least 0.001"):
+            LoadShape(request_rate=rate)
+    assert LoadShape(request_rate=MIN_REQUEST_RATE).request_rate == MIN_REQUEST_RATE

@@ -281,10 +281,13 @@ def ray_run(tmp_path, resolved) -> RaySynthRun:
 
 
 def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".omni-probe-0123abcd").write_text("a driver killed with kill -9 left this")
     # more KV cache than any machine has: Engine.start refuses before loading anything
     run = ray_run(tmp_path, load_profile("cpu", overrides=["talker.kv_cache_space_gb=100000"], platform="cpu"))
     assert run.engine_error and run.engine_error.startswith("an engine could not start on ") and "kv_cache" in run.engine_error
     assert run.results == [] and run.storage_error is None
+    assert not list((tmp_path / "out").glob(".omni-probe-*"))  # the stale probe too (was: left for good)
 
 
 def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, tmp_path, monkeypatch):

@@ -166,3 +166,17 @@ def test_merging_again_into_the_same_folder_leaves_no_temp_file(tmp_path):
     # was: one .<utt>.wav.<hex>.tmp hard link per wav (renaming a link onto its own file is a no-op)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".omni-synth.lock"]
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted([f"u{i:02d}.wav" for i in range(6)] + [RESULTS, SUMMARY])
+
+
+# -- --shard I/N ----------------------------------------------------------------------------------
+
+
+def test_a_shard_spec_takes_the_digits_0_to_9_only(tmp_path):
+    from omnicli.scaleout.shard import ShardSpecError
+
+    for bad in ("1_0/20", "\u0661/\u0662", "+1/+2", "1/+2", "0/2_0", "\uff11/4", "1.0/2"):  # was: 1_0/20 read as 10/20
+        with pytest.raises(ShardSpecError, match="digits 0-9"):
+            ShardSpec.parse(bad)
+    result = runner.invoke(app, ["synth", "--demo", "--out", str(tmp_path / "out"), "--shard", "1_0/20"])
+    assert result.exit_code == 2 and "digits 0-9" in words(result.output) and not (tmp_path / "out").exists()
+    assert ShardSpec.parse("10/20") == ShardSpec(10, 20)

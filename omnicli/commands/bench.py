@@ -437,9 +437,10 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
 def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int) -> list:
     """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without)."""
     from omnicli.driver import LoadShape
+    from omnicli.driver.load import MIN_REQUEST_RATE
 
-    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
-        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
+    if request_rate is not None and (math.isnan(request_rate) or request_rate < MIN_REQUEST_RATE):
+        raise typer.BadParameter(f"must be at least {MIN_REQUEST_RATE:g} (one request per {1 / MIN_REQUEST_RATE:g} s), or inf", param_hint="--request-rate")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
     rate = math.inf if request_rate is None else request_rate

@@ -13,6 +13,7 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    VERBOSITY,
     RequestProgress,
     err_console,
     note,
@@ -122,7 +123,7 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
     error: BaseException | None = None
     with interrupts.signals():
         try:
-            with RayCluster(address, resources) as cluster:
+            with RayCluster(address, resources, quiet=not VERBOSITY.verbose) as cluster:
                 cluster.check_fits()
                 bench = RayBench(cluster.ray, run, prompts, plan, resources)
                 interrupts.grace_s = bench.grace_s

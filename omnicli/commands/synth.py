@@ -338,7 +338,7 @@ class _RaySession(_Session):
         self.usage_error = unreachable_head(self.address)
         if self.usage_error:
             return
-        cluster = RayCluster(self.address, self.resources)
+        cluster = RayCluster(self.address, self.resources, quiet=not VERBOSITY.verbose)
         try:
             with status(f"joining the Ray cluster at {self.address}" if self.address else "starting a local Ray cluster"):
                 try:

@@ -24,6 +24,9 @@ import numpy as np
 
 T = TypeVar("T")
 
+# Below one request per 1000 s an open-loop pass is a typo, not a load (1e-300 would wait forever).
+MIN_REQUEST_RATE = 1e-3
+
 
 @dataclass(frozen=True)
 class LoadShape:
@@ -37,8 +40,8 @@ class LoadShape:
     def __post_init__(self) -> None:
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
-        if math.isnan(self.request_rate) or self.request_rate <= 0:
-            raise ValueError(f"request rate must be > 0 or inf (got {self.request_rate})")
+        if math.isnan(self.request_rate) or self.request_rate < MIN_REQUEST_RATE:
+            raise ValueError(f"request rate must be at least {MIN_REQUEST_RATE:g} per second, or inf (got {self.request_rate})")
         if not math.isfinite(self.burstiness) or self.burstiness <= 0:
             raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
 

@@ -41,7 +41,7 @@ from omnicli.driver import STOP_GRACE_S
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 from omnicli.scaleout.cluster import EngineResources, RayCluster
-from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, write_probe
+from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, remove_stale_probes, write_probe
 from omnicli.synth_results import SynthResult
 from omnicli.synthesis import RESULTS, SynthRun, tidy_out_dir
 
@@ -309,6 +309,7 @@ class RaySynthRun:
         assert ray is not None, "open the RayCluster first"
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tidy_out_dir(self.out_dir)
+        remove_stale_probes(self.out_dir)  # left by a driver killed with kill -9
         probe = write_probe(self.out_dir)
         board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         t0 = time.perf_counter()

@@ -3,6 +3,7 @@ cluster every engine's node must see the same folder as the driver."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -29,6 +30,17 @@ def check_probe(probe: Path) -> None:
             f"node {socket.gethostname()} cannot see {probe.parent} (the driver's probe file {probe.name} is missing): "
             "--out must be on storage shared by every node (NFS, a cluster file system)"
         )
+
+
+def remove_stale_probes(out_dir: Path) -> int:
+    """Removes probe files a killed driver left (call holding OUT's lock: no other run's
+    probe can be live). Returns how many."""
+    removed = 0
+    for probe in out_dir.glob(f"{PROBE_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            probe.unlink()
+            removed += 1
+    return removed
 
 
 def remove_probe(probe: Path) -> None:
