@@ -75,7 +75,8 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     so the tidy-up of a killed run finds it).
     """
     src, dst = Path(src), Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.parent.is_dir():
+        dst.parent.mkdir(parents=True, exist_ok=True)
     with suppress(OSError):
         if os.path.samefile(src, dst):  # merged before: renaming a link onto its own file would leave the temp link
             return True
@@ -88,8 +89,9 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     else:
         try:
             os.replace(tmp, dst)
-        finally:
-            tmp.unlink(missing_ok=True)  # left by an error, or by a rename onto the same file (a no-op)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return True
     with _replacing(dst) as f, open(src, "rb") as source:
         shutil.copyfileobj(source, f, 1 << 20)

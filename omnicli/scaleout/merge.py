@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
-from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, select_shard
+from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
 from omnicli.synth_results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 from omnicli.synthesis import (
     RESULTS,
@@ -133,9 +133,10 @@ def _same_file(a: str, b: str) -> bool:
 
 def check_rows_match(shards: list[ShardFolder], manifest: Manifest) -> dict[int, Manifest]:
     """Each shard's share of the manifest, after checking it is the share that shard ran."""
+    split = split_manifest(manifest, shards[0].spec.count)  # check_shards made sure there is one N
     shares = {}
     for s in shards:
-        share = select_shard(manifest, s.spec)
+        share = split[s.spec.index]
         if (len(share.rows), len(share.errors)) != (s.summary.num_rows, s.summary.num_invalid_rows):
             raise MergeError(
                 f"{s.path}: shard {s.spec} ran {s.summary.num_rows} row(s) and {s.summary.num_invalid_rows} invalid row(s), "

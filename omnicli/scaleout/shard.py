@@ -85,6 +85,18 @@ def select_shard(manifest: Manifest, spec: ShardSpec | None) -> Manifest:
     )
 
 
+def split_manifest(manifest: Manifest, count: int) -> list[Manifest]:
+    """Every shard's rows (and invalid rows) of `manifest` at once: one hash per row, however
+    many shards (select_shard per shard would hash every row N times)."""
+    rows: list[list] = [[] for _ in range(count)]
+    errors: list[list] = [[] for _ in range(count)]
+    for row in manifest.rows:
+        rows[shard_of(row.utt, count)].append(row)
+    for error in manifest.errors:
+        errors[shard_of(error_key(error), count)].append(error)
+    return [Manifest(manifest.path, r, e) for r, e in zip(rows, errors)]
+
+
 def recorded_shard(out_dir: Path) -> tuple[bool, str | None]:
     """(whether OUT has a readable summary.json, the shard it records: "I/N" or None)."""
     try:
