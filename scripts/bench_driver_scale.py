@@ -105,7 +105,7 @@ def stand_in_figures(base: Path, rows: int, concurrency: int) -> None:
 
 
 def real_figures(base: Path, rows: int, concurrency: int) -> None:
-    from omnicli.engine import Engine
+    from omnicli.engine.backends import start_engine
 
     demo = read_manifest(demo_manifest_path())
     lines = []
@@ -117,11 +117,8 @@ def real_figures(base: Path, rows: int, concurrency: int) -> None:
     every = read_manifest(base / "real.lst", allow_outside_paths=True).rows
     resolved = load_profile("cpu", overrides=["talker.max_new_tokens=60"])
 
-    async def start():
-        return await Engine.start(resolved)
-
     loop = asyncio.new_event_loop()
-    engine = loop.run_until_complete(start())
+    engine = loop.run_until_complete(start_engine(resolved))
     try:
         figures = []
         for n in (80, rows):
