@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from omnicli.engine.chunker import Chunker
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
-from omnicli.engine.memory import check_kv_cache_fits
+from omnicli.engine.memory import check_kv_cache_fits, check_talker_fits
 from omnicli.engine.models import load_model
 from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
@@ -118,6 +119,10 @@ class Engine:
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
+            # Weights that cannot fit make vLLM's engine core grow until it is killed: say so first.
+            check_talker_fits(Path(adapter.talker_path) / "config.json", talker_cfg.dtype, resolved.platform,
+                              kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
+                              gpu_memory_utilization=talker_cfg.gpu_memory_utilization)
             talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
                                         seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
