@@ -138,7 +138,7 @@ class Talker:
             # vLLM raises many types; the user needs one clear message
             raise EngineError(
                 f"the talker (vLLM) failed to start for {model_path}: {type(exc).__name__}: {exc}"
-                " (vLLM's log above names the cause)"
+                " (vLLM's own error lines above, if it printed any, name the cause)"
             ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
         talker = cls(llm, allowed_token_ids, cfg, stop_token_ids)
