@@ -82,7 +82,7 @@ def write_profile(cache: Path, args, name: str) -> Path:
 
 # -- phases (each runs in a child process: `--phase NAME`) ----------------------------------------
 def phase_build(cache: Path, _args) -> dict:
-    from omnicli.engine.models.families import build_tiny
+    from omnicli.families import build_tiny
 
     ckpt = cache / "checkpoint"
     if (ckpt / "BUILD_INFO.json").exists():

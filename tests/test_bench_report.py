@@ -83,9 +83,9 @@ def test_run_has_every_required_key_and_is_strict_json(profile):
 
 
 def test_ring_headroom_is_null_for_windowed_families(profile):
-    from omnicli.engine.models import RING_CACHE_FAMILIES
+    from omnicli.families import family_names, get_family
 
-    assert RING_CACHE_FAMILIES == {"omni-tiny"}
+    assert [n for n in family_names() if get_family(n).engine == "native" and get_family(n).ring_cache] == ["omni-tiny"]
     for model in ("orpheus", "neutts-air"):
         p = make_pass(profile)
         p.model = model

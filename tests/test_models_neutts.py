@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from omnicli.commands.common import EXIT_USAGE
 from omnicli.engine.models import neutts
-from omnicli.engine.windowed import WindowedRunner, full_decode, stream_decode
+from omnicli.engine.windowed import WindowedRunner
+from omnicli.parity.common import full_decode, stream_decode
 from tests import needs
 
 runner = CliRunner()
@@ -206,20 +207,21 @@ def test_verify_passes_on_the_tiny_checkpoint(tiny):
 
 def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     needs.present(HAVE_REFERENCE, "neutts (the reference) is not installed")
-    from omnicli.engine.models import verify
+    from omnicli.families import run_parity_checks
 
     original = neutts.NeuTTSAdapter.build_prompt
     monkeypatch.setattr(neutts.NeuTTSAdapter, "build_prompt", lambda self, *a: original(self, *a)[:-1])  # drops a reference code
-    checks = {c.name: c for c in verify.run("neutts-air", tiny)}
+    checks = {c.name: c for c in run_parity_checks("neutts-air", tiny)}
     assert checks["prompt ids vs neutts"].status == "mismatch"
     assert checks["prompt ids vs neutts"].figure == "0/3 prompts identical"
 
 
 def test_verify_without_the_reference_skips_its_checks_and_runs_the_rest(tiny, monkeypatch):
-    from omnicli.engine.models import verify, verify_neutts
+    from omnicli.families import run_parity_checks
+    from omnicli.parity import neutts as verify_neutts
 
     monkeypatch.setattr(verify_neutts, "reference_module", lambda: None)
-    checks = {c.name: c.status for c in verify.run("neutts-air", tiny)}
+    checks = {c.name: c.status for c in run_parity_checks("neutts-air", tiny)}
     assert checks["prompt ids vs neutts"] == checks["streaming vs neutts streaming decoder"] == "skipped"
     assert checks["streaming (chunks [25]) vs full decode"] == "skipped"  # the reference scheme sets its bound
     assert checks["full decode vs NeuCodecModel.decode"] == checks["reference encode vs NeuCodecModel.encode"] == "ok"

@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from omnicli.commands.common import EXIT_USAGE
 from omnicli.datasets import demo_manifest_path
-from omnicli.engine.models import check_checkpoints, orpheus
+from omnicli.engine.models import orpheus
 from omnicli.engine.models.checkpoints import CheckpointMissing, locate
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
-from omnicli.engine.windowed import WindowChunker, WindowedRunner, full_decode, stream_decode
+from omnicli.engine.windowed import WindowChunker, WindowedRunner
+from omnicli.families import check_checkpoints
+from omnicli.parity.common import full_decode, stream_decode
 from tests import needs
 
 runner = CliRunner()
@@ -154,7 +156,7 @@ def test_row_voice_prompt_ids_equal_the_reference_packages(adapter, tiny):
     needs.present(HAVE_REFERENCE, "orpheus-speech (the reference) is not installed")
     from transformers import AutoTokenizer
 
-    from omnicli.engine.models.verify_orpheus import _reference_modules
+    from omnicli.parity.orpheus import _reference_modules
 
     engine_class, _ = _reference_modules(adapter.codec.snac)
     model = engine_class.OrpheusModel.__new__(engine_class.OrpheusModel)  # its prompt builder only, no vLLM engine
@@ -195,7 +197,7 @@ def test_pretrained_prompt_equals_the_training_record_layout(pretrained, tiny):
     records, built independently from transformers' tokenizer and snac.encode."""
     from transformers import AutoTokenizer
 
-    from omnicli.engine.models.verify_orpheus import training_layout_prompt
+    from omnicli.parity.orpheus import training_layout_prompt
 
     rng = np.random.default_rng(5)
     pcm = np.concatenate([np.zeros(12000), 0.8 * rng.standard_normal(36000)]).astype(np.float32)
@@ -312,11 +314,11 @@ def test_verify_passes_on_the_tiny_checkpoint(tiny):
 
 def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     needs.present(HAVE_REFERENCE, "orpheus-speech (the reference) is not installed")
-    from omnicli.engine.models import verify
+    from omnicli.families import run_parity_checks
 
     original = orpheus.OrpheusAdapter.build_prompt
     monkeypatch.setattr(orpheus.OrpheusAdapter, "build_prompt", lambda self, *a, **kw: original(self, *a, **kw)[1:])  # drops start_of_human
-    checks = {c.name: c for c in verify.run("orpheus", tiny)}
+    checks = {c.name: c for c in run_parity_checks("orpheus", tiny)}
     assert checks["prompt ids vs orpheus_tts"].status == "mismatch"
     assert checks["prompt ids vs orpheus_tts"].figure == "0/3 prompts identical"
     assert checks["row voice prompt ids vs orpheus_tts"].status == "mismatch"

@@ -38,17 +38,13 @@ class BenchEval:
 
     def check(self) -> None:
         """Locates every model without loading it; AsrSetupError / ScorerSetupError when one is absent."""
-        from omnicli.evaluation.asr import AsrSpec, default_spec, locate
+        from omnicli.evaluation.asr import AsrSpec, default_spec
         from omnicli.evaluation.scorers import check_specs
 
         check_specs(self.metrics, sim=self.sim, mos=self.mos)
         if "wer" in self.metrics:
             spec = AsrSpec.parse(self.asr) if self.asr else default_spec(self.lang)
-            locators = {
-                "openai-whisper": locate.locate_openai_whisper, "faster-whisper": locate.locate_ctranslate2,
-                "transformers": locate.locate_transformers, "funasr": locate.locate_paraformer,
-            }
-            locators[spec.backend](spec.model)
+            spec.locate()
 
     def _load(self, retention: Any) -> Any:
         """Loads the models once, for every pass."""

@@ -75,9 +75,12 @@ def _json_rate(rate: float) -> float | str:
 
 def _ring_headroom(profile: Any, model: str | None) -> bool | None:
     """The profile's ring sizing; None for a family without ring caches (windowed codecs)."""
-    from omnicli.engine.models import RING_CACHE_FAMILIES
+    from omnicli.families import UnknownFamily, get_family
 
-    if model not in RING_CACHE_FAMILIES:
+    try:
+        if model is None or not get_family(model).ring_cache:
+            return None
+    except UnknownFamily:
         return None
     try:
         return bool(profile.profile.codec.codec_ring_headroom)

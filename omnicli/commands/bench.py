@@ -572,9 +572,9 @@ def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts:
 
 
 async def _start_engine(resolved):
-    from omnicli.engine import Engine  # heavy (vLLM): imported only when needed
+    from omnicli.engine.backends import start_engine  # the engine (vLLM) is imported only when started
 
-    return await Engine.start(resolved)
+    return await start_engine(resolved)
 
 
 def _report(

@@ -18,6 +18,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from omnicli.commands.progress import PlainProgress
@@ -142,22 +143,25 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
         err_console.print(f"[red]profile error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     p = resolved.profile
-    if p.model != "omni-tiny":  # omni-tiny builds itself; the others must be on disk
-        from omnicli.engine.models import check_checkpoints
-        from omnicli.engine.models.checkpoints import CheckpointMissing
+    from omnicli.engine.models.checkpoints import CheckpointMissing
+    from omnicli.families import FamilyUnavailable, check_available, check_checkpoints
 
-        try:  # before any engine starts: a missing checkpoint is bad usage, not an engine failure
-            check_checkpoints(p.model, p.model_path, p.codec_path)
-        except CheckpointMissing as exc:
-            err_console.print("[red]checkpoint missing:[/red]")
-            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from None
+    try:  # before any engine starts: a missing install or checkpoint is bad usage, not an engine failure
+        check_available(p.model)
+    except FamilyUnavailable as exc:
+        raise usage_error(str(exc)) from None
+    try:
+        check_checkpoints(p.model, p.model_path, p.codec_path)
+    except CheckpointMissing as exc:
+        err_console.print("[red]checkpoint missing:[/red]")
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
     return resolved
 
 
 def usage_error(message: str) -> typer.Exit:
     """Prints `error: message` on stderr and returns the exit-2 exception to raise."""
-    err_console.print(f"[red]error:[/red] {message}")
+    err_console.print(f"[red]error:[/red] {escape(message)}")  # a message may quote brackets: pip install 'omnicli[x]'
     return typer.Exit(EXIT_USAGE)
 
 

@@ -19,11 +19,10 @@ def list_models(
     codec_path: str = typer.Option(None, "--codec-path", help="Check this codec checkpoint instead of the family's default."),
 ) -> None:
     """List model families, what each needs on disk and whether it is present."""
-    from omnicli.engine.models import MODELS
-    from omnicli.engine.models.families import family_status
+    from omnicli.families import family_names, family_status
 
     table = Table("model", "description", "needs", "present")
-    for name in MODELS:
+    for name in family_names():
         st = family_status(name, model_path, codec_path)
         needs = "\n".join(p[0] for p in st.parts) or "nothing (built locally on first use)"
         where = "\n".join(("yes: " if ok else "no: ") + w for _, ok, w in st.parts) or "yes"
@@ -39,7 +38,7 @@ def build_tiny(
     real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
 ) -> None:
     """Write random-weight checkpoints in the family's published layout (for tests and benchmarks)."""
-    from omnicli.engine.models.families import build_tiny as build
+    from omnicli.families import build_tiny as build
 
     try:
         with err_console.status(f"building {family} into {dest}"):
@@ -76,14 +75,13 @@ def verify(
     Each check prints its figure. Checks whose reference package is not
     installed are shown as skipped (install the `reference` extra).
     """
-    from omnicli.engine.models import check_checkpoints
     from omnicli.engine.models.checkpoints import CheckpointMissing
-    from omnicli.engine.models.verify import run
+    from omnicli.families import check_checkpoints, run_parity_checks
 
     try:
         check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
         with err_console.status(f"verifying {family} at {checkpoint}"):
-            checks = run(family, checkpoint, seed=seed)
+            checks = run_parity_checks(family, checkpoint, seed=seed)
     except (ValueError, CheckpointMissing) as exc:
         err_console.print("[red]error:[/red]")
         err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)

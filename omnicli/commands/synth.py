@@ -233,7 +233,8 @@ class _Session(EngineRunInterrupts):
     # -- the run (event loop) --------------------------------------------------------
     async def run(self, rows, concurrency: int, max_new_tokens: int | None) -> None:
         """Starts the engine, runs the batch under a progress bar, always closes the engine."""
-        from omnicli.engine import Engine, EngineError
+        from omnicli.engine import EngineError
+        from omnicli.engine.backends import start_engine
         from omnicli.synthesis import SynthRun
 
         if not rows:
@@ -243,7 +244,7 @@ class _Session(EngineRunInterrupts):
         try:
             with status(f"starting engine ({self.resolved.profile.model}, profile {self.resolved.name})"):
                 try:
-                    engine = await Engine.start(self.resolved)
+                    engine = await start_engine(self.resolved)
                 except EngineError as exc:
                     self.engine_error = str(exc)
                     return

@@ -13,9 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 FinishReason = Literal["stop", "length"]
 
@@ -134,13 +137,19 @@ class EngineStats:
 
 
 class EngineLike(Protocol):
-    """What the toolkit needs from an engine: `Engine` is one; unit tests use small fakes.
+    """What the toolkit needs from an engine: `Engine` is one, each backend of
+    `omnicli.engine.backends` gives one; unit tests use small fakes.
 
     `generate` yields AudioChunks and raises `RequestFailed` (that request)
     or `EngineDead` (all of them); `stats` returns monotonic counters.
     """
 
+    model_name: str  # the family that runs (`model:` of the profile)
+    device: str  # "cpu" | "cuda": where it runs
+    resolved: ResolvedProfile  # the profile it was started from
     sample_rate: int
+    channels: int
+    startup_seconds: float  # how long `start` took
 
     def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]: ...
 

@@ -152,21 +152,3 @@ class WindowedRunner:
             need = 1 if is_last else self.codec.lookahead + 1
             if not need <= len(chunk) <= self.max_chunk_frames:
                 raise ValueError(f"chunks must have {need}..{self.max_chunk_frames} frames (look-ahead included), got {len(chunk)}")
-
-
-def full_decode(codec: WindowCodec, codes: np.ndarray) -> np.ndarray:
-    """The whole sequence in one window: what streaming is measured against."""
-    with torch.no_grad():
-        return codec.decode_frames(torch.from_numpy(np.asarray(codes, np.int64))[None]).float().cpu().numpy()[0]
-
-
-def stream_decode(codec: WindowCodec, codes: np.ndarray, sizes: Sequence[int], slot_runner: WindowedRunner | None = None) -> np.ndarray:
-    """Streams `codes` through a runner in chunks of `sizes` (then the last size repeated)."""
-    runner = slot_runner or WindowedRunner(codec, 1, max_chunk_frames=max(sizes))
-    chunker = WindowChunker(codec.num_codebooks, sizes[0], sizes[-1], list(sizes), lookahead=codec.lookahead)
-    parts = [runner.execute([0], [c], last=[False])[0] for c in chunker.feed(codes)]
-    rest = chunker.flush()
-    if len(rest):
-        parts.append(runner.execute([0], [rest], last=[True])[0])
-    runner.reset_slot(0)
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)

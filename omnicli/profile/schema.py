@@ -174,7 +174,7 @@ class Profile(BaseModel):
 
     model_config = _STRICT
 
-    model: Literal["omni-tiny", "orpheus", "neutts-air"] = Field("omni-tiny", description="Model family to run.")
+    model: str = Field("omni-tiny", description="Model family to run (`omni models list`).")
     model_path: Optional[str] = Field(
         None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
     )
@@ -195,6 +195,14 @@ class Profile(BaseModel):
         default_factory=dict,
         description="Free-form options of the model adapter. Replaced whole when overlaid, never merged.",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _registered_family(cls, name: str) -> str:
+        from omnicli.families import get_family
+
+        get_family(name)  # UnknownFamily (a ValueError) with did-you-mean
+        return name
 
 
 # Stage/section name -> model; `model_options` is deliberately absent (free-form).

@@ -66,9 +66,9 @@ class BenchWorker:
             if self.start_engine is not None:
                 self.engine = await self.start_engine(self.resolved, self.index)
             else:
-                from omnicli.engine import Engine  # heavy (vLLM): imported in the actor only
+                from omnicli.engine.backends import start_engine  # the engine (vLLM) is imported in the actor only
 
-                self.engine = await Engine.start(self.resolved)
+                self.engine = await start_engine(self.resolved)
         except Exception as exc:
             facts["error"] = f"{type(exc).__name__}: {exc}"
             return facts

@@ -145,9 +145,9 @@ class ActorSpec:
 
 
 def _start_engine(resolved):
-    from omnicli.engine import Engine
+    from omnicli.engine.backends import start_engine
 
-    return Engine.start(resolved)
+    return start_engine(resolved)
 
 
 def _exit_process(code: int) -> None:

@@ -2,18 +2,21 @@
 
 An adapter says how to build the talker prompt, how talker tokens map to
 codec codes, when generation stops, and gives the codec that turns codes
-into PCM. Real families (Qwen3-TTS, MOSS-TTS, ...) slot in by implementing
-this class; the engine never looks inside a model otherwise.
+into PCM. The native families (omni-tiny, orpheus, neutts-air) implement
+this class and register in `omnicli.engine.models.registrations`; the
+engine never looks inside a model otherwise.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from omnicli.engine.models.codec import StreamingCodec
+if TYPE_CHECKING:  # the codec pulls in torch; the adapter's users need not
+    from omnicli.engine.models.codec import StreamingCodec
 
 
 class ModelAdapter(ABC):

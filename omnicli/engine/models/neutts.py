@@ -222,3 +222,9 @@ class NeuTTSAdapter(ModelAdapter):
 
     def sampling_overrides(self) -> dict:
         return dict(self.sampling)
+
+
+def load_adapter(*, model_path: str | None, codec_path: str | None, codec_dtype: str, options: dict | None,
+                 **_seed) -> NeuTTSAdapter:
+    """The family registry's loader (omnicli.families)."""
+    return NeuTTSAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)

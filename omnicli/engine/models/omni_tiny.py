@@ -169,3 +169,8 @@ class OmniTinyAdapter(ModelAdapter):
     def target_tokens(self, text: str) -> int:
         frames = max(2, round(len(text.encode("utf-8")) * self.frame_rate / BYTES_PER_SECOND))
         return frames * NUM_CODEBOOKS
+
+
+def load_adapter(*, seed: int | None, codec_dtype: str, **_checkpoints) -> OmniTinyAdapter:
+    """The family registry's loader (omnicli.families): omni-tiny needs no checkpoints, only its seed."""
+    return OmniTinyAdapter.load(DEFAULT_SEED if seed is None else seed, codec_dtype)

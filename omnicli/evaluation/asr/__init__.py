@@ -12,6 +12,7 @@ that names where it was looked for. Nothing is ever downloaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from omnicli.evaluation.asr import locate
 from omnicli.evaluation.asr.base import (
@@ -21,21 +22,54 @@ from omnicli.evaluation.asr.base import (
     AsrBackend,
     AsrError,
     AsrSetupError,
-    resolve_torch_device,
 )
-
-DEFAULT_MODELS = {
-    "openai-whisper": "large-v3",
-    "faster-whisper": "large-v3",
-    "transformers": "openai/whisper-large-v3",
-    "funasr": "paraformer-zh",
-}
-BACKENDS = tuple(DEFAULT_MODELS)
+from omnicli.lazy import load_ref
 
 __all__ = [
-    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "BACKENDS", "DEFAULT_MODELS",
-    "SAMPLE_RATE", "WINDOW_S", "WINDOW_SAMPLES", "default_spec", "load_backend",
+    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "AsrBackendEntry",
+    "SAMPLE_RATE", "WINDOW_S", "WINDOW_SAMPLES", "asr_backend_names", "default_spec", "get_asr_backend",
+    "load_backend", "register_asr_backend",
 ]
+
+
+@dataclass(frozen=True)
+class AsrBackendEntry:
+    """One ASR backend: adding one is a module with a `load` function plus one `register_asr_backend`."""
+
+    name: str  # what `--asr NAME[:MODEL]` says
+    default_model: str
+    locate: str  # "module:callable(model) -> Path": finds the weights without loading them (AsrSetupError)
+    load: str  # "module:callable(model, *, lang, device, max_new_tokens) -> AsrBackend": locates, then loads
+
+
+_BACKENDS: dict[str, AsrBackendEntry] = {}
+
+
+def register_asr_backend(entry: AsrBackendEntry) -> None:
+    if entry.name in _BACKENDS:
+        raise ValueError(f"ASR backend {entry.name!r} is registered twice")
+    _BACKENDS[entry.name] = entry
+
+
+def asr_backend_names() -> list[str]:
+    return list(_BACKENDS)
+
+
+def get_asr_backend(name: str) -> AsrBackendEntry:
+    if name not in _BACKENDS:
+        raise AsrSetupError(f"unknown ASR backend {name!r} (expected one of {', '.join(_BACKENDS)})")
+    return _BACKENDS[name]
+
+
+_LOCATE = "omnicli.evaluation.asr.locate"
+register_asr_backend(AsrBackendEntry("openai-whisper", "large-v3", f"{_LOCATE}:locate_openai_whisper",
+                                     "omnicli.evaluation.asr.whisper_openai:load"))
+register_asr_backend(AsrBackendEntry("faster-whisper", "large-v3", f"{_LOCATE}:locate_ctranslate2",
+                                     "omnicli.evaluation.asr.whisper_ctranslate2:load"))
+register_asr_backend(AsrBackendEntry("transformers", "openai/whisper-large-v3", f"{_LOCATE}:locate_transformers",
+                                     "omnicli.evaluation.asr.whisper_transformers:load"))
+register_asr_backend(AsrBackendEntry("funasr", "paraformer-zh", f"{_LOCATE}:locate_paraformer",
+                                     "omnicli.evaluation.asr.paraformer:load"))
 
 
 @dataclass(frozen=True)
@@ -48,12 +82,16 @@ class AsrSpec:
         """`BACKEND` or `BACKEND:MODEL`; only the first ':' splits, so MODEL may be any path."""
         backend, sep, model = text.strip().partition(":")
         backend = backend.strip().lower()
-        if backend not in DEFAULT_MODELS:
-            raise AsrSetupError(f"unknown ASR backend {backend!r} in --asr {text!r} (expected one of {', '.join(BACKENDS)})")
+        if backend not in _BACKENDS:
+            raise AsrSetupError(f"unknown ASR backend {backend!r} in --asr {text!r} (expected one of {', '.join(_BACKENDS)})")
         model = model.strip()
         if sep and not model:
             raise AsrSetupError(f"--asr {text!r} names no model after ':'")
-        return cls(backend, model or DEFAULT_MODELS[backend])
+        return cls(backend, model or _BACKENDS[backend].default_model)
+
+    def locate(self) -> Path:
+        """The weights' path, without loading them (AsrSetupError when absent)."""
+        return load_ref(get_asr_backend(self.backend).locate)(self.model)
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.model}"
@@ -81,7 +119,7 @@ def default_spec(lang: str) -> AsrSpec:
         except AsrSetupError as exc:
             raise AsrSetupError(f"Chinese is scored with Paraformer-zh, as seed-tts-eval does: {exc}{hint}") from None
         return AsrSpec("funasr", "paraformer-zh")
-    return AsrSpec("openai-whisper", DEFAULT_MODELS["openai-whisper"])
+    return AsrSpec("openai-whisper", _BACKENDS["openai-whisper"].default_model)
 
 
 def load_backend(
@@ -89,28 +127,5 @@ def load_backend(
 ) -> AsrBackend:
     """Locates the weights (AsrSetupError when absent) and loads the backend."""
     locate.force_offline()
-    if spec.backend == "faster-whisper":
-        from omnicli.evaluation.asr.whisper_ctranslate2 import FasterWhisperBackend
-
-        path = locate.locate_ctranslate2(spec.model)
-        return FasterWhisperBackend(model=str(path), language=lang, device=device, max_new_tokens=max_new_tokens)
-    if spec.backend == "openai-whisper":
-        from omnicli.evaluation.asr.whisper_openai import OpenAIWhisperBackend
-
-        path = locate.locate_openai_whisper(spec.model)
-        return OpenAIWhisperBackend(
-            model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens
-        )
-    if spec.backend == "transformers":
-        from omnicli.evaluation.asr.whisper_transformers import TransformersWhisperBackend
-
-        path = locate.locate_transformers(spec.model)
-        return TransformersWhisperBackend(
-            model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens
-        )
-    from omnicli.evaluation.asr.paraformer import ParaformerBackend, funasr_available
-
-    if not funasr_available():
-        raise AsrSetupError("the funasr backend needs the funasr package (pip install funasr), which is not installed")
-    path = locate.locate_paraformer(spec.model)
-    return ParaformerBackend(model=str(path), language=lang, device=resolve_torch_device(device))
+    load = load_ref(get_asr_backend(spec.backend).load)
+    return load(spec.model, lang=lang, device=device, max_new_tokens=max_new_tokens)

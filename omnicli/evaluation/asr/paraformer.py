@@ -48,3 +48,14 @@ class ParaformerBackend(AsrBackend):
 
     def decoding_settings(self) -> dict:
         return {"search": "non-autoregressive (Paraformer)", "batch_size_s": 300, "window_s": None, "zhconv": "zh-cn"}
+
+
+def load(model: str, *, lang: str, device: str, max_new_tokens: int | None = None) -> ParaformerBackend:
+    """The ASR registry's loader (omnicli.evaluation.asr): checks funasr, locates the model, then loads it."""
+    from omnicli.evaluation.asr.base import resolve_torch_device
+    from omnicli.evaluation.asr.locate import locate_paraformer
+
+    del max_new_tokens  # the registry passes it to every backend; Paraformer takes no cap
+    if not funasr_available():
+        raise AsrSetupError("the funasr backend needs the funasr package (pip install funasr), which is not installed")
+    return ParaformerBackend(model=str(locate_paraformer(model)), language=lang, device=resolve_torch_device(device))

@@ -81,3 +81,10 @@ class FasterWhisperBackend(AsrBackend):
             "max_new_tokens": self._max_length - len(self._prompt),
             "compute_type": self.compute_type,
         }
+
+
+def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> FasterWhisperBackend:
+    """The ASR registry's loader (omnicli.evaluation.asr): locates the weights, then loads them."""
+    from omnicli.evaluation.asr.locate import locate_ctranslate2
+
+    return FasterWhisperBackend(model=str(locate_ctranslate2(model)), language=lang, device=device, max_new_tokens=max_new_tokens)

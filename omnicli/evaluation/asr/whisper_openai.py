@@ -62,3 +62,12 @@ class OpenAIWhisperBackend(AsrBackend):
             "max_new_tokens": self.max_new_tokens or self._model.dims.n_text_ctx // 2,
             "fp16": self.fp16,
         }
+
+
+def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> OpenAIWhisperBackend:
+    """The ASR registry's loader (omnicli.evaluation.asr): locates the weights, then loads them."""
+    from omnicli.evaluation.asr.base import resolve_torch_device
+    from omnicli.evaluation.asr.locate import locate_openai_whisper
+
+    path = locate_openai_whisper(model)
+    return OpenAIWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens)

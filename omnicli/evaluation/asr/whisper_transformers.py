@@ -67,3 +67,10 @@ class TransformersWhisperBackend(AsrBackend):
         }
 
 
+def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> TransformersWhisperBackend:
+    """The ASR registry's loader (omnicli.evaluation.asr): locates the weights, then loads them."""
+    from omnicli.evaluation.asr.base import resolve_torch_device
+    from omnicli.evaluation.asr.locate import locate_transformers
+
+    path = locate_transformers(model)
+    return TransformersWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens)
