@@ -16,6 +16,8 @@ import math
 import struct
 from pathlib import Path
 
+from omnicli.errors import UsageError
+
 # The files in which transformers looks for `auto_map` (code it would import from the folder).
 CONFIG_FILES = (
     "config.json", "tokenizer_config.json", "preprocessor_config.json", "feature_extractor_config.json",
@@ -28,7 +30,7 @@ _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 
                 "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 
 
-class ModelFileError(ValueError):
+class ModelFileError(UsageError, ValueError):
     """A model folder omni will not load: it asks to run its own code, or a file is damaged.
     Bad input (exit 2); the message names the file and the reason."""
 

@@ -136,3 +136,95 @@ def test_a_pickled_snac_codec_is_refused_in_one_line(tmp_path):
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{tmp_path / 'pytorch_model.bin'}: refused: the pickle holds")
     assert "GLOBAL posix.system" in message and not marker.exists()
+
+
+# --- the commands: a cheap Orpheus-layout folder (real tokenizer, placeholder weights) -------------
+
+
+@pytest.fixture(scope="module")
+def orpheus_files(tmp_path_factory) -> Path:
+    """talker/ and codec/ with the files each needs; the weights are placeholders no test loads."""
+    from omnicli.engine.models import orpheus, tiny_tokenizer
+
+    root = tmp_path_factory.mktemp("orpheus-files")
+    (root / "talker").mkdir()
+    (root / "codec").mkdir()
+    (root / "talker" / "config.json").write_text(json.dumps(dict(orpheus.TINY_TALKER, architectures=["LlamaForCausalLM"])))
+    tiny_tokenizer.build(root / "talker", regular_size=128000, added=orpheus.special_tokens(),
+                         bos="<|begin_of_text|>", eos="<|eot_id|>")
+    safetensors_file(root / "talker" / "model.safetensors")
+    (root / "codec" / "config.json").write_text(json.dumps(orpheus.TINY_SNAC))
+    torch.save({"decoder.w": torch.zeros(1)}, root / "codec" / "pytorch_model.bin")
+    return root
+
+
+@pytest.fixture
+def checkpoint(orpheus_files, tmp_path) -> Path:
+    import shutil
+
+    shutil.copytree(orpheus_files, tmp_path / "ckpt")
+    return tmp_path / "ckpt"
+
+
+def omni(*args: str):
+    from typer.testing import CliRunner
+
+    from omnicli.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result, " ".join(result.output.split())
+
+
+def synth(tmp_path: Path, ckpt: Path):
+    (tmp_path / "meta.lst").write_text("u1|||One.\n")
+    return omni("synth", str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"), "--profile", "cpu",
+                "--set", "model=orpheus", "--set", f"model_path={ckpt / 'talker'}", "--set", f"codec_path={ckpt / 'codec'}")
+
+
+def test_synth_refuses_a_talker_that_cannot_fit_before_anything_loads(tmp_path, checkpoint):
+    # Was: vLLM's engine core grew until it was killed (6 GB after 76 s), then "see root cause above" with nothing above.
+    config = checkpoint / "talker" / "config.json"
+    config.write_text(json.dumps(dict(json.loads(config.read_text()), num_hidden_layers=1_000_000)))
+    result, said = synth(tmp_path, checkpoint)
+    assert result.exit_code == 3, said
+    assert f"{config}: the talker has about 148 billion parameters" in said and "use a smaller checkpoint" in said
+    assert "Traceback" not in said and "talker started" not in said
+
+
+@pytest.mark.parametrize("damage", ["tokenizer.json", "config.json", "model.safetensors"])
+def test_synth_names_a_damaged_checkpoint_file_and_exits_2(tmp_path, checkpoint, damage):
+    # Was: a MemoryError with no reason, or a parse error without the file, and exit 3 ("engine failed").
+    path = checkpoint / "talker" / damage
+    if damage == "model.safetensors":
+        path.write_bytes(struct.pack("<Q", 1 << 62) + b"{}")
+    else:
+        path.write_bytes(path.read_bytes()[:40])
+    result, said = synth(tmp_path, checkpoint)
+    assert result.exit_code == 2, said
+    assert f"error: {path}" in said and ("not valid JSON" in said or "claims 4611686018427387904 bytes" in said)
+    assert "Traceback" not in said
+
+
+def test_synth_refuses_a_tokenizer_folder_with_auto_map(tmp_path, checkpoint):
+    path = checkpoint / "talker" / "tokenizer_config.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), auto_map={"AutoTokenizer": ["evil.Tok", None]})))
+    result, said = synth(tmp_path, checkpoint)
+    assert result.exit_code == 2 and f"error: {path}: refusing this model folder" in said, said
+
+
+def test_models_verify_refuses_a_pickled_codec_in_one_line(tmp_path, checkpoint):
+    # Was: refused by weights_only, but as a 60-line traceback, exit 1.
+    marker = tmp_path / "pwned"
+    weights = checkpoint / "codec" / "pytorch_model.bin"
+    torch.save({"decoder.w": torch.zeros(1), "x": _RunsCode(str(marker))}, weights)
+    result, said = omni("models", "verify", "orpheus", "--checkpoint", str(checkpoint))
+    assert result.exit_code == 2, said
+    assert said.startswith(f"error: {weights}: refused: the pickle holds Python objects") and "Traceback" not in said
+    assert not marker.exists()
+
+
+def test_models_verify_refuses_remote_code_in_the_tokenizer_folder(tmp_path, checkpoint):
+    path = checkpoint / "talker" / "tokenizer_config.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), auto_map={"AutoTokenizer": ["evil.Tok", None]})))
+    result, said = omni("models", "verify", "orpheus", "--checkpoint", str(checkpoint))
+    assert result.exit_code == 2 and "auto_map names Python code (evil.Tok)" in said, said
