@@ -180,7 +180,7 @@ def test_dnsmos_scores_in_bounded_calls_with_the_figures_of_one_call(dnsmos, mon
 
     rng = np.random.default_rng(1)
     clips = [(0.2 * np.sin(np.arange(n) / 7) + 0.01 * rng.standard_normal(n)).astype(np.float32)
-             for n in (int(SAMPLE_RATE * 10.5), int(SAMPLE_RATE * 9.5))]
+             for n in (int(SAMPLE_RATE * 11.5), int(SAMPLE_RATE * 9.5))]
     items = [ScoreItem(str(i), c) for i, c in enumerate(clips)]
     monkeypatch.setattr(mos, "WINDOWS_PER_CALL", 10_000)  # every window in one call: the figures to match
     whole = dnsmos.score(items)
