@@ -94,6 +94,7 @@ class Talker:
 
         kwargs = dict(
             model=model_path,
+            trust_remote_code=False,  # never the checkpoint folder's own code (transformers would ask on stdin)
             skip_tokenizer_init=True,
             max_num_seqs=cfg.max_num_seqs,
             max_num_batched_tokens=max(cfg.max_num_batched_tokens, cfg.max_model_len),
