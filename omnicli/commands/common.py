@@ -145,6 +145,7 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
     p = resolved.profile
     from omnicli.engine.models.checkpoints import CheckpointMissing
     from omnicli.families import FamilyUnavailable, check_available, check_checkpoints
+    from omnicli.model_files import ModelFileError
 
     try:  # before any engine starts: a missing install or checkpoint is bad usage, not an engine failure
         check_available(p.model)
@@ -156,6 +157,8 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
         err_console.print("[red]checkpoint missing:[/red]")
         err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from None
+    except ModelFileError as exc:  # code of its own, a damaged file: bad input, named
+        raise usage_error(str(exc)) from None
     return resolved
 
 

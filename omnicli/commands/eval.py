@@ -31,7 +31,8 @@ from omnicli.commands.common import (
     status,
     usage_error,
 )
-from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_summary
+from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_notes, print_summary
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 
 def _fmt(value) -> str:
@@ -83,6 +84,8 @@ def print_audio_summary(summary: dict) -> None:
                 problems[key].append(detail)
     problems = [(utt, status, "; ".join(details)) for (utt, status), details in problems.items()]
     print_not_scored("not scored (SIM/MOS)", problems)
+    if "wer" not in metrics:
+        print_notes(summary)  # print_summary shows them when WER ran
 
 
 def eval_command(
@@ -103,6 +106,10 @@ def eval_command(
     mos: Annotated[
         str, typer.Option("--mos", help="MOS backend(s), comma-separated: dnsmos (bundled) and/or utmos[:/path/utmos.ts].")
     ] = "dnsmos",
+    trust_torchscript: Annotated[
+        bool, typer.Option("--trust-torchscript", help="Load the utmos TorchScript file: it is a program that can read and "
+                           "write files; pass this only for a file you exported or trust.")
+    ] = False,
     threshold: Annotated[
         Optional[float], typer.Option("--threshold", min=0.0, help="Retain audio whose WER exceeds this (fraction).", show_default="profile retention.asr_wer_threshold")
     ] = None,
@@ -127,6 +134,7 @@ def eval_command(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="WER: cap on decoded tokens per clip.")] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    report_file: ReportOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -152,6 +160,7 @@ def eval_command(
     from omnicli.retention import Retainer
 
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     try:
         chosen = parse_metrics(metrics)
     except ValueError as exc:
@@ -177,7 +186,7 @@ def eval_command(
     # --- models: locate everything first (cheap), then load each once ---
     asr_info = None
     try:
-        check_specs(chosen, sim=sim, mos=mos)
+        check_specs(chosen, sim=sim, mos=mos, trust_torchscript=trust_torchscript)
         if "wer" in chosen and transcripts is not None:
             try:
                 plan.transcripts = read_transcripts(transcripts)
@@ -192,7 +201,7 @@ def eval_command(
         if "sim" in chosen or "mos" in chosen:
             torch_device = resolve_torch_device(device_name)
             with status("loading SIM/MOS models ..."):
-                plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device)
+                plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device, trust_torchscript=trust_torchscript)
     except (AsrSetupError, ScorerSetupError) as exc:
         raise usage_error(str(exc)) from None
     except (AsrError, ScorerError) as exc:
@@ -248,4 +257,5 @@ def eval_command(
             print_summary(summary)
         print_audio_summary(summary)
     err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}")
+    report_after_run(report_file, [gen_dir, out_dir, *([keep_failed] if keep_failed else [])])
     raise typer.Exit(EXIT_OK if all_scored(summary) else EXIT_SOME_FAILED)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,21 @@ class DriveResult:
     engine_error: str | None = None  # why the engine stopped serving, if it did
     stats: EngineStats = field(default_factory=EngineStats)  # engine counters during the drive
     wall_seconds: float = 0.0
+
+
+class _Schedule:
+    """Arrival times drawn as their prompts are sent (in order), none held for the rest."""
+
+    def __init__(self, offsets: Iterator[float], t0: float):
+        self.offsets, self.t0 = offsets, t0
+        self.drawn = 0
+        self.unsent: dict[int, float] = {}
+
+    def at(self, index: int) -> float:
+        while self.drawn <= index:
+            self.unsent[self.drawn] = next(self.offsets)
+            self.drawn += 1
+        return self.t0 + self.unsent.pop(index)
 
 
 async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
@@ -113,11 +128,14 @@ async def drive(
     in_flight: dict[int, str] = {}
     before = engine.stats()
     t0 = time.perf_counter()
+    # The draws `offer` makes: when it hands each prompt over (for queue times).
+    arrivals = _Schedule(shape.arrivals(len(prompts) if isinstance(prompts, Sized) else None), t0)
 
     async def send(numbered: tuple[int, Prompt]) -> None:
         index, prompt = numbered
         in_flight[index] = prompt.utt
         record = await run_request(engine, prompt, f"{id_prefix}-{index}" if id_prefix else prompt.utt, keep_pcm)
+        record.arrival = min(arrivals.at(index), record.start)
         if record.error is not None and stop is not None and stop.is_set() and not record.rejected:
             return  # failed while stopping: not this request's fault; left pending
         del in_flight[index]
@@ -127,7 +145,8 @@ async def drive(
             on_record(record)
 
     try:
-        result.complete = await offer(enumerate(prompts), send, shape, stop=stop, grace_s=grace_s)
+        result.complete = await offer(enumerate(prompts), send, shape, stop=stop, grace_s=grace_s,
+                                      count=len(prompts) if isinstance(prompts, Sized) else None)
     except EngineError as exc:
         result.complete = False
         result.engine_error = getattr(exc, "reason", None) or str(exc)

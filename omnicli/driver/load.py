@@ -8,7 +8,10 @@ from a gamma distribution with shape `burstiness` and scale
 `1 / (request_rate * burstiness)`, so the mean rate is `request_rate`
 whatever the burstiness; burstiness 1 is a Poisson process, below 1 is
 burstier, above 1 more regular. `request_rate = inf` submits everything at
-once. A concurrency cap can be combined with either.
+once. A concurrency cap can be combined with either. A ramp-up
+(`ramp_up="linear"|"exponential"`, vLLM's `--ramp-up-strategy`) replaces the
+fixed rate: request i arrives at the rate `start + (end - start) * i / (n - 1)`
+(linear) or `start * (end / start) ** (i / (n - 1))` (exponential).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,8 +39,19 @@ class LoadShape:
     request_rate: float = math.inf
     burstiness: float = 1.0
     seed: int = 0
+    ramp_up: str | None = None  # "linear" | "exponential": the rate goes from ramp_start to ramp_end
+    ramp_start: float | None = None  # requests/s of the first request
+    ramp_end: float | None = None  # requests/s of the last request
 
     def __post_init__(self) -> None:
+        if self.ramp_up is not None:
+            if self.ramp_up not in ("linear", "exponential"):
+                raise ValueError(f"ramp-up strategy must be linear or exponential (got {self.ramp_up!r})")
+            rates = (self.ramp_start, self.ramp_end)
+            if any(r is None or not math.isfinite(r) or r <= 0 for r in rates):
+                raise ValueError(f"a ramp-up needs finite start and end rates > 0 (got {rates[0]}, {rates[1]})")
+            if math.isfinite(self.request_rate):
+                raise ValueError("a ramp-up sets the request rate itself: leave the request rate out")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
         if math.isnan(self.request_rate) or self.request_rate < MIN_REQUEST_RATE:
@@ -45,11 +59,28 @@ class LoadShape:
         if not math.isfinite(self.burstiness) or self.burstiness <= 0:
             raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
 
+    def arrivals(self, n: int | None = None) -> Iterator[float]:
+        """The offsets of requests as they come, drawn lazily; a ramp-up needs `n` (the rate
+        of request i depends on i / (n - 1))."""
+        if self.ramp_up is None:
+            return arrival_times(self.request_rate, self.burstiness, self.seed)
+        if n is None:
+            raise ValueError("a ramp-up needs the number of requests")
+        return iter(self.offsets(n).tolist())
+
+    def offsets(self, n: int) -> np.ndarray:
+        """Seconds after the start at which each of `n` requests is offered."""
+        if self.ramp_up is None:
+            return arrival_offsets(n, self.request_rate, self.burstiness, self.seed)
+        return ramp_up_offsets(n, self.ramp_up, self.ramp_start, self.ramp_end, self.burstiness, self.seed)
+
     @property
     def label(self) -> str:
         parts = []
         if self.concurrency is not None:
             parts.append(f"c{self.concurrency}")
+        if self.ramp_up is not None:
+            parts.append(f"ramp-{self.ramp_up}-{self.ramp_start:g}-{self.ramp_end:g}")
         if math.isfinite(self.request_rate):
             parts.append(f"r{self.request_rate:g}")
             if self.burstiness != 1.0:
@@ -82,6 +113,17 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     return np.fromiter(itertools.islice(arrival_times(request_rate, burstiness, seed), n), float, n)
 
 
+def ramp_up_offsets(n: int, strategy: str, start: float, end: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Like `arrival_offsets`, with the rate of request i ramped from `start` to `end` as vLLM ramps it."""
+    if n <= 0:
+        return np.zeros(0)
+    progress = np.arange(1, n) / max(n - 1, 1)
+    rates = start + (end - start) * progress if strategy == "linear" else start * (end / start) ** progress
+    rng = np.random.default_rng(seed)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rates * burstiness))
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
 async def offer(
     items: Iterable[T],
     send: Callable[[T], Awaitable[None]],
@@ -89,6 +131,7 @@ async def offer(
     *,
     stop: asyncio.Event | None = None,
     grace_s: float = 0.0,
+    count: int | None = None,
 ) -> bool:
     """Offers every item to `send` following `shape`; returns when all have finished.
 
@@ -100,7 +143,8 @@ async def offer(
     be caught inside `send`). When `stop` is set no further item is admitted;
     those already inside `send` get `grace_s` seconds to finish, then are
     cancelled. Returns True when every item was sent and finished (also if a
-    stop came too late to matter).
+    stop came too late to matter). `count`: how many items there are, when
+    `items` has no len() (a ramp-up needs it).
     """
     loop = asyncio.get_running_loop()
     cap = shape.concurrency
@@ -144,7 +188,7 @@ async def offer(
     t0 = loop.time()
     all_sent = False
     try:
-        for item, offset in zip(items, arrival_times(shape.request_rate, shape.burstiness, shape.seed)):
+        for item, offset in zip(items, shape.arrivals(count if count is not None else len(items) if isinstance(items, Sized) else None)):
             if errors:
                 raise errors[0]
             delay = t0 + offset - loop.time()

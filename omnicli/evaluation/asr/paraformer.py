@@ -34,7 +34,8 @@ class ParaformerBackend(AsrBackend):
         except Exception as exc:
             raise AsrSetupError(f"funasr is not installed or cannot be imported ({exc}); pip install funasr") from exc
         try:
-            self._model = AutoModel(model=model, device=device, disable_update=True, disable_pbar=True)
+            self._model = AutoModel(model=model, device=device, disable_update=True, disable_pbar=True,
+                                    trust_remote_code=False)  # never the model folder's own code
         except Exception as exc:
             raise AsrError(f"funasr could not load {model}: {exc}") from exc
 
@@ -44,7 +45,7 @@ class ParaformerBackend(AsrBackend):
         results = self._model.generate(input=[np.asarray(c, dtype=np.float32) for c in clips], batch_size_s=300)
         if len(results) != len(clips):
             raise AsrError(f"funasr returned {len(results)} results for {len(clips)} clips")
-        return [zhconv.convert(str(r.get("text", "")), "zh-cn").strip() for r in results]
+        return [zhconv.convert(str(r.get("text", "")), "zh-cn") for r in results]  # raw, as run_wer.py keeps it
 
     def decoding_settings(self) -> dict:
         return {"search": "non-autoregressive (Paraformer)", "batch_size_s": 300, "window_s": None, "zhconv": "zh-cn"}
