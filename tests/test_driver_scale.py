@@ -144,3 +144,22 @@ def test_a_request_rate_below_the_floor_is_refused():
         with pytest.raises(ValueError, match="at least 0.001"):
             LoadShape(request_rate=rate)
     assert LoadShape(request_rate=MIN_REQUEST_RATE).request_rate == MIN_REQUEST_RATE
+
+
+def test_a_ramp_up_follows_its_schedule_and_needs_the_count():
+    shape = LoadShape(ramp_up="linear", ramp_start=10.0, ramp_end=100.0)
+    assert list(shape.arrivals(50)) == shape.offsets(50).tolist()
+    with pytest.raises(ValueError, match="ramp-up needs the number of requests"):
+        shape.arrivals(None)
+    sent = []
+
+    async def send(i):
+        sent.append((i, virtual_time.now()))
+
+    async def main():
+        t0 = virtual_time.now()
+        assert await offer(iter(range(50)), send, shape, count=50)
+        return t0
+
+    t0 = virtual_time.run(main())
+    assert [round(t - t0, 9) for _, t in sent] == [round(x, 9) for x in shape.offsets(50)]
