@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +28,13 @@ def fake_ray(monkeypatch):
     return calls
 
 
-SHORT_CACHE = "/tmp/omni-c-test"  # short enough for Ray's socket paths whatever the test's temp folder
+SHORT_CACHE = f"/tmp/omni-c-{os.getpid()}"  # short enough for Ray's socket paths whatever the test's temp folder
+
+
+@pytest.fixture(autouse=True)
+def _no_short_cache_left():
+    yield
+    shutil.rmtree(SHORT_CACHE, ignore_errors=True)
 
 
 def test_a_quiet_cluster_keeps_rays_own_lines_and_colours_out(fake_ray, monkeypatch):
