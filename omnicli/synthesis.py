@@ -36,6 +36,7 @@ from omnicli.audio import wav_data_complete, write_wav_atomic
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
 from omnicli.driver.inputs import request_from_row
 from omnicli.engine.request import EngineLike
+from omnicli.errors import OutputError, UsageError
 from omnicli.manifest import Manifest, ManifestRow
 from omnicli.retention import Retainer, judge_audio, request_meta
 from omnicli.synth_results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
@@ -66,11 +67,11 @@ def is_output_fault(exc: OSError) -> bool:
     return exc.errno not in _ONE_FILE_ERRNOS
 
 
-class OutputUnwritable(OSError):
+class OutputUnwritable(OutputError, OSError):
     """OUT cannot be written (disk full, I/O error): the run stops, the rest stays pending."""
 
 
-class OutputBusy(RuntimeError):
+class OutputBusy(UsageError, RuntimeError):
     """Another run is writing into the same output folder."""
 
 

@@ -418,15 +418,9 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
             f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
             "for audio use omni synth --ray, then omni eval)", param_hint=clash[0],
         )
-    from rich.markup import escape
+    from omnicli.scaleout.cluster import EngineResources, import_ray
 
-    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
-
-    try:
-        import_ray()
-    except RayUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")  # the hint's [ray] is not markup
-        raise typer.Exit(EXIT_USAGE) from None
+    import_ray()  # RayUnavailable (exit 2, with the install hint)
     return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 
 

