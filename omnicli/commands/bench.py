@@ -345,8 +345,8 @@ def bench(
     engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
     run every pass at the same time; see docs/scale-out.md.
     """
+    from omnicli.benchmark.audio_out import RoundOutputs
     from omnicli.benchmark.metrics import parse_percentiles
-    from omnicli.benchmark.outputs import RoundOutputs
     from omnicli.benchmark.session import BenchPlan
     from omnicli.retention import Retainer
 

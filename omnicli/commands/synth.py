@@ -113,7 +113,7 @@ def synth(
         manifest = demo_manifest_path()
     resources = _ray_resources(ray, ray_address, engines, gpus_per_engine, cpus_per_engine)
     # With --ray the engines run in actors: a GPU actor resolves for cuda, a CPU-only one for
-    # cpu, whatever the driver's own machine has.
+    # cpu, whatever the coordinator's own machine has.
     resolved = resolve_profile(profile, set_, platform=(("cuda" if gpus_per_engine > 0 else "cpu") if ray else None))
     if ray and resolved.platform == "cuda" and gpus_per_engine <= 0:
         err_console.print(f"[red]error:[/red] profile {resolved.name} runs on cuda: give each engine a GPU (--gpus-per-engine 1)")

@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
-from omnicli.evaluation.result_models import EvalSummary
+from omnicli.evaluation.summaries import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
 

@@ -1,6 +1,6 @@
 """Starting or joining a Ray cluster, and the resources one engine actor asks for.
 
-The driver owns the cluster only when it started it: `RayCluster.close()` then
+The coordinator owns the cluster only when it started it: `RayCluster.close()` then
 shuts it down; a cluster joined with `--ray-address` is left running.
 """
 

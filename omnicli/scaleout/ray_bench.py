@@ -1,11 +1,11 @@
 """`omni bench --ray`: N engines, one per Ray actor, running the same passes at the same time.
 
-The driver (`RayBench`) starts every engine first and waits until all are
+The coordinator (`RayBench`) starts every engine first and waits until all are
 ready; then each phase (the warmup, each round of each pass) is sent to all
 engines at once and the next starts only when every engine has finished it,
 so the engines' rounds overlap as on a fleet under N times the load. Each
 engine gets the whole load shape and prompt set. The records come back to
-the driver, which merges them (`omnicli.benchmark.engines`).
+the coordinator, which merges them (`omnicli.benchmark.engines`).
 
 Plain Ray actors, no Ray Data: the work is a few long phases, not a stream
 of rows. A bench engine is never restarted (a fresh engine mid-run would
@@ -77,7 +77,7 @@ class BenchWorker:
         device = str(getattr(self.engine, "device", ""))
         facts.update(
             model=str(getattr(self.engine, "model_name", "")), device=device, sample_rate=int(self.engine.sample_rate),
-            machine=machine_facts(device),  # this node's, not the driver's
+            machine=machine_facts(device),  # this node's, not the coordinator's
         )
         return facts
 
@@ -93,7 +93,7 @@ class BenchWorker:
             )
         except EngineDead as exc:
             return PhaseOutcome(error=str(exc))
-        for rec in result.records:  # the driver holds the prompts; audio is not kept by a Ray bench
+        for rec in result.records:  # the coordinator holds the prompts; audio is not kept by a Ray bench
             rec.prompt = None
             rec.pcm = None
         return PhaseOutcome(result=result)
