@@ -56,6 +56,10 @@ class RequestInfo:
     talker_tokens: int = 0
     codec_frames: int = 0
     submitted_at: float = 0.0  # perf_counter() when the engine accepted it
+    # Talker token timings (vLLM's TTFT / TPOT / ITL): perf_counter() of the first
+    # talker output, and of each talker output step (one step may carry several tokens).
+    first_token_at: float | None = None
+    token_times: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
