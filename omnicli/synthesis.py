@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import soundfile as sf
 from pydantic import ValidationError
@@ -40,6 +41,9 @@ from omnicli.errors import OutputError, UsageError
 from omnicli.manifest import Manifest, ManifestRow
 from omnicli.retention import Retainer, judge_audio, request_meta
 from omnicli.synth_results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
@@ -226,7 +230,7 @@ class RowSink:
     atomic OUT/<utt>.wav, the retained audio and the results row. `SynthRun` uses it
     for a local run; each Ray actor of `omni synth --ray` has its own (same OUT)."""
 
-    def __init__(self, out_dir: Path, resolved, *, max_new_tokens: int | None = None, retainer: Retainer | None = None):
+    def __init__(self, out_dir: Path, resolved: ResolvedProfile, *, max_new_tokens: int | None = None, retainer: Retainer | None = None):
         self.out_dir = out_dir
         self.resolved = resolved
         self.max_new_tokens = max_new_tokens
@@ -312,7 +316,7 @@ class SynthRun:
         engine: EngineLike,
         out_dir: Path,
         *,
-        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
+        resolved: ResolvedProfile | None = None,  # the profile the engine runs (default: engine.resolved)
         concurrency: int = 8,
         max_new_tokens: int | None = None,
         retainer: Retainer | None = None,

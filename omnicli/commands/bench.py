@@ -84,7 +84,7 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
     runs, seen = [], {}
     for spec in specs:
         resolved = resolve_profile(spec, sets)
-        label = str(getattr(resolved, "name", None) or spec or "default")
+        label = resolved.name or spec or "default"
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"

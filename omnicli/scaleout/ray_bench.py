@@ -18,13 +18,16 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.benchmark.engines import EnginePass, EnginesPass
 from omnicli.benchmark.session import BenchPlan, PassResult, ProfileRun, RoundResult, run_round, utc_now, warmup_phase
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
-from omnicli.engine.request import EngineDead
+from omnicli.engine.request import EngineDead, EngineLike
 from omnicli.scaleout.cluster import EngineResources
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 CLOSE_TIMEOUT_S = 60.0
 
@@ -48,11 +51,12 @@ class PhaseOutcome:
 class BenchWorker:
     """A Ray actor's body: one engine built from the resolved profile, driven a phase at a time."""
 
-    def __init__(self, resolved: Any, index: int, start_engine: Callable[[Any, int], Awaitable[Any]] | None = None):
+    def __init__(self, resolved: ResolvedProfile, index: int,
+                 start_engine: Callable[[ResolvedProfile, int], Awaitable[EngineLike]] | None = None):
         self.resolved = resolved
         self.index = index
         self.start_engine = start_engine  # (resolved profile, engine index) -> engine; the real Engine by default
-        self.engine: Any = None
+        self.engine: EngineLike | None = None
         self._stopping = False
         self._stop: asyncio.Event | None = None
         self._progress = (0, 0, 0.0)
@@ -74,9 +78,9 @@ class BenchWorker:
             return facts
         from omnicli.benchmark.report import machine_facts
 
-        device = str(getattr(self.engine, "device", ""))
+        device = self.engine.device
         facts.update(
-            model=str(getattr(self.engine, "model_name", "")), device=device, sample_rate=int(self.engine.sample_rate),
+            model=self.engine.model_name, device=device, sample_rate=int(self.engine.sample_rate),
             machine=machine_facts(device),  # this node's, not the coordinator's
         )
         return facts

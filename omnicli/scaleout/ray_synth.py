@@ -30,11 +30,11 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.atomic import JsonlAppender
 from omnicli.driver import STOP_GRACE_S
@@ -43,6 +43,10 @@ from omnicli.retention import Retainer
 from omnicli.scaleout.cluster import EngineResources, RayCluster
 from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, write_probe
 from omnicli.synth_results import SynthResult
+
+if TYPE_CHECKING:
+    from omnicli.engine.request import EngineLike
+    from omnicli.profile import ResolvedProfile
 from omnicli.synthesis import RESULTS, SynthRun, tidy_out_dir
 
 POLL_S = 0.25  # how often the coordinator collects finished rows, and actors look for a stop
@@ -144,7 +148,7 @@ class ActorSpec:
     grace_s: float = STOP_GRACE_S
 
 
-def _start_engine(resolved):
+def _start_engine(resolved: ResolvedProfile) -> Awaitable[EngineLike]:
     from omnicli.engine.backends import start_engine
 
     return start_engine(resolved)
@@ -195,7 +199,7 @@ class SynthActor:
         except EngineError as exc:
             ray.get(board.event.remote(Event.START_FAILED, f"on {self.host}: {exc}"))
             raise
-        device, seconds = getattr(self.engine, "device", "?"), getattr(self.engine, "startup_seconds", 0.0)
+        device, seconds = self.engine.device, self.engine.startup_seconds
         ray.get(board.event.remote(Event.STARTED, f"{self.host} ({device}) in {seconds:.1f}s"))
 
     def _on_loop(self, coro) -> Future:
