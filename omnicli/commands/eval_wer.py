@@ -93,6 +93,13 @@ def print_summary(summary: dict) -> None:
         (f["utt"], f["status"], f["error"] or "") for f in summary["failed"]
     ]
     print_not_scored("not scored", problems)
+    print_notes(summary)
+
+
+def print_notes(summary: dict) -> None:
+    """Utterances scored (or not) with something their figures cannot show (omnicli.evaluation.clips)."""
+    notes = summary.get("notes") or {}
+    print_not_scored("notes", [(utt, "note", "; ".join(n)) for utt, n in notes.items()])
 
 
 def print_not_scored(title: str, problems: list[tuple[str, str, str]], shown: int = 20) -> None:

@@ -27,7 +27,7 @@ METRICS = ("wer", "sim", "mos")
 RESULTS_TSV = "eval_results.tsv"
 RESULTS_JSONL = "eval_results.jsonl"
 SUMMARY_JSON = "eval_summary.json"
-_TAIL = ("reasons", "retained", "error")
+_TAIL = ("notes", "reasons", "retained", "error")
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:
@@ -125,6 +125,7 @@ def merge_rows(outcome: EvalOutcome) -> list[dict]:
             for metric in {d["metric"] for d in outcome.audio_run.scorers}:
                 row[f"{metric}_error"] = a.errors.get(metric)
                 row[f"{metric}_cpu_s"] = a.cpu_s.get(metric)
+            row["notes"] = list(dict.fromkeys([*(row.get("notes") or []), *a.notes]))
             row["reasons"] = list(row.get("reasons") or []) + [r for r in a.reasons if r not in (row.get("reasons") or [])]
             row["retained"] = row.get("retained") or a.retained
             row["error"] = row.get("error") or a.error
@@ -141,6 +142,12 @@ def build_eval_summary(
     summary: dict = {"metrics": list(metrics)}
     summary.update(wer_summary or {})
     summary.update(audio_summary or {})
+    if outcome.audio_run is not None:
+        notes = {utt: list(n) for utt, n in (summary.get("notes") or {}).items()}
+        for r in outcome.audio_run.results:
+            if r.notes:
+                notes[r.utt] = list(dict.fromkeys([*notes.get(r.utt, []), *r.notes]))
+        summary["notes"] = notes
     if outcome.audio_run is not None and wer_summary is None:
         results = outcome.audio_run.results
         missing = [r for r in results if r.status == EvalStatus.MISSING]

@@ -43,6 +43,7 @@ class Scorer(ABC):
     backend: str = ""
     keys: tuple[str, ...] = ()
     needs_reference: bool = False
+    min_seconds: float = 0.0  # shorter clips get a reason instead of a score
 
     @abstractmethod
     def score(self, items: Sequence[ScoreItem]) -> list[dict[str, float]]:
