@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -35,9 +36,13 @@ from omnicli.audio import wav_frames, write_wav_atomic
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
 from omnicli.driver.inputs import request_from_row
 from omnicli.engine.request import EngineLike
+from omnicli.errors import OutputError, UsageError
 from omnicli.manifest import Manifest, ManifestRow
 from omnicli.retention import Retainer, judge_audio, request_meta
 from omnicli.synth_results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
@@ -66,11 +71,11 @@ def is_output_fault(exc: OSError) -> bool:
     return exc.errno not in _ONE_FILE_ERRNOS
 
 
-class OutputUnwritable(OSError):
+class OutputUnwritable(OutputError, OSError):
     """OUT cannot be written (disk full, I/O error): the run stops, the rest stays pending."""
 
 
-class OutputBusy(RuntimeError):
+class OutputBusy(UsageError, RuntimeError):
     """Another run is writing into the same output folder."""
 
 
@@ -237,7 +242,7 @@ class RowSink:
     atomic OUT/<utt>.wav, the retained audio and the results row. `SynthRun` uses it
     for a local run; each Ray actor of `omni synth --ray` has its own (same OUT)."""
 
-    def __init__(self, out_dir: Path, resolved, *, max_new_tokens: int | None = None, retainer: Retainer | None = None):
+    def __init__(self, out_dir: Path, resolved: ResolvedProfile, *, max_new_tokens: int | None = None, retainer: Retainer | None = None):
         self.out_dir = out_dir
         self.resolved = resolved
         self.max_new_tokens = max_new_tokens
@@ -323,7 +328,7 @@ class SynthRun:
         engine: EngineLike,
         out_dir: Path,
         *,
-        resolved=None,  # the ResolvedProfile the engine runs (default: engine.resolved)
+        resolved: ResolvedProfile | None = None,  # the profile the engine runs (default: engine.resolved)
         concurrency: int = 8,
         max_new_tokens: int | None = None,
         retainer: Retainer | None = None,

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import omnicli.commands.bench as bench_cmd
-from omnicli.benchmark.outputs import RoundOutputs
+from omnicli.benchmark.audio_out import RoundOutputs
 from omnicli.cli import app
 from tests.conftest import fill_up
 from tests.test_bench_session import FakeEngine

@@ -85,7 +85,7 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
     runs, seen = [], {}
     for spec in specs:
         resolved = resolve_profile(spec, sets)
-        label = str(getattr(resolved, "name", None) or spec or "default")
+        label = resolved.name or spec or "default"
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"
@@ -391,8 +391,8 @@ def bench(
     engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
     run every pass at the same time; see docs/scale-out.md.
     """
+    from omnicli.benchmark.audio_out import RoundOutputs
     from omnicli.benchmark.metrics import parse_percentiles
-    from omnicli.benchmark.outputs import RoundOutputs
     from omnicli.benchmark.session import BenchPlan
     from omnicli.retention import Retainer
 
@@ -481,15 +481,9 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
             f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
             "for audio use omni synth --ray, then omni eval)", param_hint=clash[0],
         )
-    from rich.markup import escape
+    from omnicli.scaleout.cluster import EngineResources, import_ray
 
-    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
-
-    try:
-        import_ray()
-    except RayUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")  # the hint's [ray] is not markup
-        raise typer.Exit(EXIT_USAGE) from None
+    import_ray()  # RayUnavailable (exit 2, with the install hint)
     return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 
 

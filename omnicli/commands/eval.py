@@ -144,7 +144,7 @@ def eval_command(
     failed, 2 bad usage or input (including a model that is not on this
     machine), 3 a model failed to load, 130 interrupted.
     """
-    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, TranscriptsError, build_wer_summary, default_spec, load_backend, read_transcripts
+    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, build_wer_summary, default_spec, load_backend, read_transcripts
     from omnicli.evaluation.asr.base import resolve_torch_device
     from omnicli.evaluation.combined import (
         EvalPlan,
@@ -188,10 +188,7 @@ def eval_command(
     try:
         check_specs(chosen, sim=sim, mos=mos, trust_torchscript=trust_torchscript)
         if "wer" in chosen and transcripts is not None:
-            try:
-                plan.transcripts = read_transcripts(transcripts)
-            except TranscriptsError as exc:
-                raise usage_error(str(exc)) from None
+            plan.transcripts = read_transcripts(transcripts)  # TranscriptsError: exit 2 (omnicli.cli)
             asr_info = {"backend": "transcripts", "model": str(transcripts), "language": plan.lang}
         elif "wer" in chosen:
             spec = AsrSpec.parse(asr) if asr else default_spec(plan.lang)
@@ -202,8 +199,8 @@ def eval_command(
             torch_device = resolve_torch_device(device_name)
             with status("loading SIM/MOS models ..."):
                 plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device, trust_torchscript=trust_torchscript)
-    except (AsrSetupError, ScorerSetupError) as exc:
-        raise usage_error(str(exc)) from None
+    except (AsrSetupError, ScorerSetupError):
+        raise  # usage errors (exit 2), reported by omnicli.cli; not the load failures below
     except (AsrError, ScorerError) as exc:
         err_console.print(f"[red]model failed to load:[/red] {exc}")
         raise typer.Exit(EXIT_ENGINE) from None

@@ -28,14 +28,13 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from omnicli.driver.inputs import InputError
 from omnicli.driver.load import LoadShape, offer
 from omnicli.driver.records import Prompt, RequestRecord
-from omnicli.engine.request import EngineError, EngineStats, RequestFailed
+from omnicli.engine.request import EngineError, EngineLike, EngineStats, RequestFailed
 
 STOP_GRACE_S = 5.0  # after a stop (first Ctrl-C), requests in flight may finish for this long
 
@@ -65,7 +64,7 @@ class _Schedule:
         return self.t0 + self.unsent.pop(index)
 
 
-async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
+async def run_request(engine: EngineLike, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
     """Submits one prompt and records when each chunk arrived and how big it was.
 
     Raises `EngineError` (the engine as a whole stopped); every other
@@ -109,7 +108,7 @@ async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bo
 
 
 async def drive(
-    engine: Any,
+    engine: EngineLike,
     prompts: Iterable[Prompt],
     shape: LoadShape,
     *,

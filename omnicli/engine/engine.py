@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +41,10 @@ from omnicli.engine.ref_cache import ReferenceCache
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
+
+if TYPE_CHECKING:
+    from omnicli.engine.models.base import ModelAdapter
+    from omnicli.profile import ResolvedProfile
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +91,8 @@ def _check_talker_fits(folder: Path, talker_cfg, platform: str) -> None:
 
 class Engine:
     def __init__(
-        self, resolved, adapter, talker: Talker, codec: CodecStage, refs: ReferenceCache, pool: ThreadPoolExecutor, outputs: OutputRouter
+        self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
+        pool: ThreadPoolExecutor, outputs: OutputRouter,
     ):
         self.resolved = resolved
         self.profile = resolved.profile
@@ -111,7 +117,7 @@ class Engine:
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
-    async def start(cls, resolved) -> Engine:
+    async def start(cls, resolved: ResolvedProfile) -> Engine:
         """Builds every stage from a resolved profile; on failure nothing is left running."""
         t0 = time.perf_counter()
         profile = resolved.profile

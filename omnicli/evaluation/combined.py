@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
-from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import SEED_WER_FILE, EvalStatus, seed_wer_lines, tsv_cell
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
 from omnicli.evaluation.runner import run_facts
 from omnicli.evaluation.scorers.base import Scorer
+from omnicli.evaluation.summaries import EvalSummary
 
 METRICS = ("wer", "sim", "mos")
 RESULTS_TSV = "eval_results.tsv"
@@ -59,7 +59,7 @@ class EvalPlan:
 @dataclass
 class EvalOutcome:
     wer_run: object | None  # evaluation.runner.EvalRun
-    audio_run: object | None  # scorers.runner.AudioRun
+    audio_run: object | None  # scorers.score_folder.AudioRun
     wall_seconds: float
     started_at: str
 
@@ -69,7 +69,7 @@ def run_eval(
     on_wer: Callable | None = None, on_audio: Callable | None = None,
 ) -> EvalOutcome:
     from omnicli.evaluation.runner import evaluate
-    from omnicli.evaluation.scorers.runner import score_audio
+    from omnicli.evaluation.scorers.score_folder import score_audio
 
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()

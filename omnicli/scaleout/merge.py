@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
+from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
 from omnicli.synth_results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
@@ -43,7 +44,7 @@ from omnicli.synthesis import (
 )
 
 
-class MergeError(ValueError):
+class MergeError(UsageError, ValueError):
     """The folders cannot be merged as asked (bad input): nothing was written."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnicli.atomic import iter_jsonl
+from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, RowError
 
 # omnicli.synthesis.SUMMARY and RESULTS; not imported from there, so that `omni --help`
@@ -32,7 +33,7 @@ RESULTS = "results.jsonl"
 _DIGITS = re.compile(r"[0-9]+")
 
 
-class ShardSpecError(ValueError):
+class ShardSpecError(UsageError, ValueError):
     """A --shard value that is not `I/N` with 0 <= I < N."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer, ScorerError, ScorerSetupError
-from omnicli.evaluation.scorers.runner import AudioResult, AudioRun, audio_summary, score_audio
+from omnicli.evaluation.scorers.score_folder import AudioResult, AudioRun, audio_summary, score_audio
 
 DEFAULT_SIM = "dvector"
 DEFAULT_MOS = "dnsmos"
