@@ -9,7 +9,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -75,7 +75,11 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     so the tidy-up of a killed run finds it).
     """
     src, dst = Path(src), Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.parent.is_dir():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    with suppress(OSError):
+        if os.path.samefile(src, dst):  # merged before: renaming a link onto its own file would leave the temp link
+            return True
     tmp = dst.parent / f".{dst.name}.{secrets.token_hex(4)}.tmp"
     try:
         os.link(src, tmp)
@@ -92,6 +96,27 @@ def link_or_copy_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     with _replacing(dst) as f, open(src, "rb") as source:
         shutil.copyfileobj(source, f, 1 << 20)
     return False
+
+
+def folder_write_error(folder: str | os.PathLike) -> str | None:
+    """Why a file cannot be written into `folder` (created when missing), or None: checked
+    by writing 4 KiB to a temp file and removing it, before work whose results go there."""
+    folder = Path(folder)
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        return f"cannot write into {folder}: {blocking} is not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".omni-write-check-", suffix=".tmp", dir=folder)
+        try:
+            os.write(fd, b"\0" * 4096)  # a full disk still takes an empty file
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        return f"cannot write into {folder}: {exc.strerror or exc}"
+    return None
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
@@ -172,6 +197,21 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 continue
             if isinstance(obj, dict):
                 yield obj
+
+
+def jsonl_lines(path: str | os.PathLike) -> Iterator[bytes]:
+    """Yields the whole non-blank lines of a JSONL file (each with its newline), without
+    parsing them; a torn last line is left out."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # torn last line from an interrupted write
+            if raw.strip():
+                yield raw
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

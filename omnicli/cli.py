@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import click
 import typer
 from typer.core import TyperGroup
 
-from omnicli.commands import bench, bench_vllm, datasets, env, eval_wer, models, profiles, report, schema, synth, synth_merge
+from omnicli.commands import bench, bench_vllm, datasets, env, eval_wer, json_schema, models, profiles, report, synth, synth_merge
 from omnicli.commands import eval as eval_cmd
+from omnicli.errors import OmniError
 from omnicli.quiet import quiet_vllm
 
 # Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
@@ -21,12 +23,22 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 class OmniGroup(TyperGroup):
-    """Typer's group, with plain usage errors when stderr is not a terminal.
+    """Typer's group, with plain usage errors when stderr is not a terminal,
+    and the one place an OmniError becomes its message and exit code.
 
     Typer draws usage errors in a Rich panel sized to the terminal, which cuts
     an option name or a path in two when the output goes to a log or a pipe;
     there click's plain one-line `Error: ...` is printed instead.
     """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OmniError as exc:  # usage 2, engine 3, output 4 (omnicli.errors)
+            from omnicli.commands.common import print_error
+
+            print_error(exc)
+            raise typer.Exit(exc.exit_code) from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         if _is_terminal(sys.stderr):
@@ -65,7 +77,7 @@ app.command("synth-merge", no_args_is_help=True)(synth_merge.synth_merge)
 app.command("bench", cls=bench_vllm.BenchCommand)(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
 app.command("eval", no_args_is_help=True)(eval_cmd.eval_command)
-app.command("schema", no_args_is_help=True)(schema.schema)
+app.command("schema", no_args_is_help=True)(json_schema.schema)
 app.command("report", no_args_is_help=True)(report.report)
 app.command("env")(env.env)
 app.add_typer(profiles.app, name="profiles")

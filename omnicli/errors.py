@@ -17,6 +17,8 @@ EXIT_OUTPUT = 4
 
 class OmniError(Exception):
     exit_code: int = 1
+    headline: str = "error"  # printed in red before the message: `error: ...`
+    message_below: bool = False  # a message of several lines goes below the headline, as written
 
 
 class UsageError(OmniError):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from omnicli.atomic import current_umask
 from omnicli.errors import UsageError
 from omnicli.lazy import load_ref, module_exists
 
@@ -116,18 +117,22 @@ def check_available(name: str) -> Family:
 
 
 def check_checkpoints(name: str, model_path: str | None, codec_path: str | None) -> None:
-    """Raises CheckpointMissing naming every place looked when a part is not on disk."""
+    """Raises CheckpointMissing naming every place looked when a part is not on disk, and
+    ModelFileError when a part names code of its own or holds a damaged file (omnicli.model_files)."""
     specs = get_family(name).checkpoint_specs()
     if not specs:
         return
     from omnicli.engine.models.checkpoints import CheckpointMissing, locate
+    from omnicli.model_files import check_model_folder
 
     problems = []
     for spec in specs:
         try:
-            locate(spec, model_path if spec.profile_key == "model_path" else codec_path, name)
+            folder = locate(spec, model_path if spec.profile_key == "model_path" else codec_path, name)
         except CheckpointMissing as exc:
             problems.append(str(exc))
+            continue
+        check_model_folder(folder)  # ModelFileError (bad input): remote code, a damaged file
     if problems:
         raise CheckpointMissing("\n".join(problems))
 
@@ -180,6 +185,10 @@ def build_tiny(name: str, dest: Path, *, seed: int = 0, real_size: bool = False)
     info = builder(tmp, seed=seed, real_size=real_size)
     info.update(seed=seed, real_size=real_size)
     (tmp / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
+    mode = 0o666 & ~current_umask()
+    for path in tmp.rglob("*"):  # safetensors writes its files 0600; every file gets the umask's mode (0644)
+        if path.is_file():
+            path.chmod(mode)
     if dest.exists():
         dest.rmdir()
     tmp.rename(dest)  # appears whole or not at all

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnicli.errors import UsageError
+
 SEED_TTS_FIELDS = "utt|prompt_text|prompt_wav|text[|gt_wav]"
 MAX_UTT_BYTES = 200  # leaves room for ".wav" and temp-file affixes under NAME_MAX (255)
 MAX_VOICE_CHARS = 100  # a voice is a name (Orpheus: tara, leah, ...), not a sentence
@@ -64,7 +66,7 @@ class Manifest:
         return Manifest(self.path, self.rows[:limit], [e for e in self.errors if e.line_no < cut])
 
 
-class ManifestError(ValueError):
+class ManifestError(UsageError, ValueError):
     """The manifest as a whole cannot be read (missing file, directory, ...)."""
 
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from omnicli.retention import Reason
 
+MAX_AUDIO_SECONDS = 1e6  # 11.6 days: longer than any wav can hold (4 GiB of 16-bit samples at 8 kHz is 3 days)
+
 
 class Status(str, Enum):
     OK = "ok"
@@ -28,13 +30,14 @@ class SynthResult(BaseModel):
     """One row of results.jsonl: one finished utterance (the latest row of an utt wins)."""
 
     # Rows written by earlier versions may carry other keys: ignored when read back.
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+    # NaN, infinities and absurd lengths (a hand-edited row) do not validate: such a row counts as absent.
+    model_config = ConfigDict(extra="ignore", validate_assignment=True, allow_inf_nan=False)
 
     utt: str
     status: Status
     line: int = Field(0, description="Line of the row in the manifest (1-based).")
     wav: str | None = Field(None, description="OUT/<wav>, set when status is ok.")
-    audio_seconds: float = 0.0
+    audio_seconds: float = Field(0.0, ge=0.0, le=MAX_AUDIO_SECONDS)
     ttfp_s: float | None = Field(None, description="First audio minus submission, seconds.")
     e2el_s: float | None = Field(None, description="Last audio minus submission, seconds.")
     rtf: float | None = Field(None, description="e2el_s / audio_seconds.")

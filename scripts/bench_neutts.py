@@ -125,7 +125,7 @@ def phase_reference(cache: Path, args) -> dict:
     torch.set_num_threads(2)
     ckpt = cache / "checkpoint"
     data = json.loads((cache / "prompts.json").read_text())
-    backbone = AutoModelForCausalLM.from_pretrained(ckpt / "talker", dtype=torch.bfloat16).eval()
+    backbone = AutoModelForCausalLM.from_pretrained(ckpt / "talker", dtype=torch.bfloat16, trust_remote_code=False).eval()
     model, features = load_neucodec(ckpt / "codec", dtype="float32")
     codec = NeuCodecCodec(model, features, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
                           overlap=neutts.OVERLAP_FRAMES)

@@ -41,7 +41,9 @@ case "$where" in
   *) say "FAIL: omnicli imported from $where, not from the installed wheel"; exit 1 ;;
 esac
 "$omni" --version
-"$omni" profiles list
+presets=$("$omni" profiles list)
+printf '%s\n' "$presets"
+case "$presets" in *cpu*default*) ;; *) say "FAIL: omni profiles list does not show the shipped presets"; exit 1 ;; esac
 "$omni" models list
 demo=$("$omni" datasets path demo)
 case "$demo" in "$site_new"/*) ;; *) say "FAIL: demo set at $demo, not in the installed package"; exit 1 ;; esac

@@ -339,4 +339,5 @@ def test_ctrl_c_during_engine_start_up_exits_at_once_leaving_no_engine_process(t
         assert rc == 130 and took < 60, output  # not the stand-in's 300 s start-up
         assert "forced exit" in output
         assert_gone(engine_process)
-        assert not (tmp_path / "r.json").exists()  # nothing was measured
+        doc = bench.result()  # nothing was measured, and the result file says so
+        assert doc["interrupted"] is True and doc["runs"] == [] and doc["engine_error"] is None

@@ -8,8 +8,8 @@ import pytest
 import soundfile as sf
 from rich.console import Console
 
+from omnicli.benchmark.audio_out import RoundOutputs
 from omnicli.benchmark.metrics import detailed_lists
-from omnicli.benchmark.outputs import RoundOutputs
 from omnicli.benchmark.plot import plot_results
 from omnicli.benchmark.report import build_document, build_run, compare_runs
 from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult

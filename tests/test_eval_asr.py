@@ -115,7 +115,7 @@ def test_wrong_reference_is_retained_as_asr_mismatch(tiny_en, flite_dir, tmp_pat
     assert meta["utt"] == "f1" and meta["reasons"] == ["asr_mismatch"]
     assert meta["reference"] == rows[0].text and meta["transcript"] == result.hyp and meta["profile_digest"] == "p"
     kept, sr = sf.read(wav, dtype="float32")
-    expected, _, _ = load_asr_input(flite_dir / "f1.wav", truncate=True)
+    expected = load_asr_input(flite_dir / "f1.wav", truncate=True).pcm
     assert sr == 16_000 and np.array_equal(kept, expected)
 
 

@@ -100,7 +100,7 @@ def test_statuses_and_summary(tmp_path):
     assert meta["reasons"] == ["asr_mismatch"] and meta["transcript"] == "nothing alike at all"
     assert meta["reference"] == "alpha beta gamma delta" and meta["profile_digest"] == "d1"
     audio, sr = sf.read(kept["bad"].with_suffix(".wav"), dtype="float32")
-    clip, _, _ = load_asr_input(gen / "bad.wav", truncate=True)
+    clip = load_asr_input(gen / "bad.wav", truncate=True).pcm
     assert sr == 16_000 and np.array_equal(audio, clip)
 
     paths = write_results(tmp_path / "out", run.results, summary)
@@ -125,7 +125,8 @@ def test_failed_batch_is_retried_clip_by_clip(tmp_path):
 
 def test_any_rate_and_channels_become_16k_mono(tmp_path):
     _wav(tmp_path / "st.wav", 1.0, sr=44_100, channels=2)
-    clip, duration, truncated = load_asr_input(tmp_path / "st.wav", truncate=True)
+    loaded = load_asr_input(tmp_path / "st.wav", truncate=True)
+    clip, duration, truncated = loaded.pcm, loaded.duration_s, loaded.truncated
     assert clip.ndim == 1 and clip.dtype == np.float32
     assert abs(clip.shape[0] - 16_000) <= 1 and duration == pytest.approx(1.0) and not truncated
     mono = soxr.resample(sf.read(tmp_path / "st.wav", dtype="float32")[0].mean(axis=1), 44_100, 16_000, quality="HQ")

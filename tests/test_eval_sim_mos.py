@@ -252,7 +252,7 @@ def test_utmos_scores_with_a_local_torchscript_predictor(tmp_path, monkeypatch):
     target.parent.mkdir(parents=True)
     torch.jit.script(Loudness()).save(str(target))
     monkeypatch.setenv("OMNI_CACHE_DIR", str(tmp_path / "cache"))
-    (scorer,) = load_mos("utmos")
+    (scorer,) = load_mos("utmos", trust_torchscript=True)
     loud, soft = np.full(8000, 0.5, np.float32), np.full(8000, 0.1, np.float32)
     assert scorer.score([ScoreItem("a", loud), ScoreItem("b", soft)]) == [{"utmos": 3.0}, {"utmos": 1.4}]
 

@@ -30,8 +30,9 @@ def test_presets_and_demo_come_from_the_package(monkeypatch):
     monkeypatch.delenv("OMNI_PROFILES_DIR", raising=False)
     assert presets_dir().is_relative_to(PACKAGE) and "default" in preset_names()
     assert demo_manifest_path().is_relative_to(PACKAGE) and demo_manifest_path().is_file()
-    # The repository keeps its short path to the same files (README's first command).
+    # The repository keeps its short paths to the same files (README's first command; the presets).
     assert (REPO / "datasets" / "demo" / "meta.lst").resolve() == demo_manifest_path().resolve()
+    assert (REPO / "profiles").is_symlink() and (REPO / "profiles").resolve() == presets_dir().resolve()
 
 
 def test_profiles_dir_override(monkeypatch, tmp_path):

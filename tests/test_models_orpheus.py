@@ -56,6 +56,11 @@ def test_build_tiny_writes_the_published_layout(tiny):
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["vocab_size"] == 156940
     assert (cfg["rope_theta"], cfg["tie_word_embeddings"]) == (500000.0, True)
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {p.name for p in (tiny / "talker").iterdir()}
+    from omnicli.atomic import current_umask
+
+    # Every file the mode the umask gives a new file (was: model.safetensors 0600, the rest 0644).
+    modes = {p.relative_to(tiny).as_posix(): p.stat().st_mode & 0o777 for p in tiny.rglob("*") if p.is_file()}
+    assert set(modes.values()) == {0o666 & ~current_umask()}, modes
     snac_cfg = json.loads((tiny / "codec" / "config.json").read_text())
     assert (snac_cfg["codebook_size"], snac_cfg["vq_strides"], snac_cfg["sampling_rate"]) == (4096, [4, 2, 1], 24000)
     state = torch.load(tiny / "codec" / "pytorch_model.bin", weights_only=True)

@@ -19,8 +19,8 @@ import soundfile as sf
 
 from omnicli.atomic import read_jsonl
 from omnicli.driver.inputs import InputError, request_from_row
-from omnicli.interrupts import StopSignals
 from omnicli.manifest import ManifestRow, read_manifest
+from omnicli.signals import StopSignals
 from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
 from tests.conftest import fill_up
 
@@ -253,7 +253,7 @@ import asyncio, subprocess, sys, time
 from pathlib import Path
 from types import SimpleNamespace
 from omnicli.commands.synth import _Session
-from omnicli.interrupts import StopSignals
+from omnicli.signals import StopSignals
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 

@@ -1,9 +1,9 @@
-"""`omni bench --ray`: merging N engines' results, the Ray driver's faults, and a real 2-engine run.
+"""`omni bench --ray`: merging N engines' results, the coordinator's faults, and a real 2-engine run.
 
 The merge tests use hand-made records on purpose: each engine's times come
 from its own clock, and pooled percentiles differ from averaged ones. The
 Ray tests share one local cluster per module, started here with more CPUs
-than the engines reserve; the driver tests run small fake engines inside
+than the engines reserve; the coordinator tests run small fake engines inside
 real Ray actors, the last test the real omni-tiny engine through the CLI.
 """
 
@@ -28,7 +28,7 @@ from omnicli.benchmark.session import BenchPlan, PassResult, ProfileRun, RoundRe
 from omnicli.cli import app
 from omnicli.commands.bench_export import text_lines
 from omnicli.commands.bench_tables import engine_tables
-from omnicli.commands.schema import Kind, document_schema
+from omnicli.commands.json_schema import Kind, document_schema
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.engine.request import EngineStats, TTSRequest
 from tests import needs
@@ -157,7 +157,7 @@ def test_without_ray_installed_ray_says_how_to_install_it(monkeypatch):
     assert 'pip install "omnicli[ray]"' in result.output
 
 
-# --- the Ray driver, on a local cluster --------------------------------------------
+# --- the coordinator, on a local cluster --------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -190,8 +190,8 @@ async def fake_engines(resolved, index):
 
 
 def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "three", "four"), shapes=(1, 2), **plan):
-    from omnicli.scaleout.bench import RayBench
     from omnicli.scaleout.cluster import EngineResources
+    from omnicli.scaleout.ray_bench import RayBench
 
     run_spec = ProfileRun("fake", SimpleNamespace(name="fake", digest="d0", engines=engines))
     prompts = [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text="r")) for i, t in enumerate(texts)]
@@ -215,7 +215,7 @@ def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
 
 
 def test_an_engine_that_cannot_start_ends_the_run_before_any_round(ray_cluster):
-    from omnicli.scaleout.bench import RayEngineStartError
+    from omnicli.scaleout.ray_bench import RayEngineStartError
 
     bench = fake_bench(ray_cluster, {1: {"fail_start": True}})
     with pytest.raises(RayEngineStartError, match=r"engine 1 \(node \w+\) could not start: RuntimeError: no CUDA device 7"):
@@ -241,7 +241,7 @@ def test_an_engine_whose_actor_process_dies_is_reported(ray_cluster):
 
 
 def test_a_stop_drops_the_phase_in_progress(ray_cluster):
-    from omnicli.scaleout.bench import RayBenchObserver
+    from omnicli.scaleout.ray_bench import RayBenchObserver
 
     bench = fake_bench(ray_cluster, {0: {"step": 0.3}, 1: {"step": 0.3}}, texts=["t"] * 6, shapes=(1,))
     bench.grace_s = 0.1
@@ -281,7 +281,7 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
     assert run["num_engines"] == 2 and [e["engine_error"] for e in engines] == [None, None]
     assert [e["completed"] for e in engines] == [3, 3] and run["completed"] == 6 and run["failed"] == 0
     assert [e["warmup_requests"] for e in engines] == [1, 1]
-    # each engine's node facts come from its own actor (torch is loaded there, not in this driver)
+    # each engine's node facts come from its own actor (torch is loaded there, not in this coordinator)
     assert all(e["machine"]["torch_threads"] is not None for e in engines) and run["machine"] == engines[0]["machine"]
     for key in ("audio_throughput", "request_throughput", "talker_tokens_per_s", "total_audio_duration_s"):
         assert run[key] == pytest.approx(sum(e[key] for e in engines)), key
@@ -340,9 +340,9 @@ def test_a_first_signal_is_graceful_even_while_engines_start():
     ("dead", "engine failed: engine 0: codec stage stopped"),
 ])
 def test_engine_faults_exit_3_with_the_engines_error(ray_cluster, monkeypatch, outcome, message):
-    from omnicli.scaleout import bench as ray_bench
+    from omnicli.scaleout import ray_bench
 
-    def run(self):  # the driver's outcome, without starting engines (its own tests run them)
+    def run(self):  # the coordinator's outcome, without starting engines (its own tests run them)
         if outcome == "start":
             raise ray_bench.RayEngineStartError("engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
         self.engine_error = "engine 0: codec stage stopped"

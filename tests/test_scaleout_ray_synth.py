@@ -1,4 +1,4 @@
-"""`omni synth --ray` (omnicli.scaleout.ray_synth): engines in Ray Data actors, the driver the
+"""`omni synth --ray` (omnicli.scaleout.ray_synth): engines in Ray Data actors, the coordinator the
 only writer of results.jsonl.
 
 One local Ray cluster per module, started here with more CPUs than the actors ask
@@ -271,7 +271,7 @@ def test_resume_after_an_interrupted_ray_run_redoes_only_the_missing_rows(ray_cl
     assert plan.todo == [] and len(plan.done) == len(rows)
 
 
-# -- the pool fails before any row: what the driver says --------------------------------------
+# -- the pool fails before any row: what the coordinator says --------------------------------------
 def ray_run(tmp_path, resolved) -> RaySynthRun:
     rows = read_manifest(DEMO_MANIFEST).rows[:2]
     with RayCluster(None, EngineResources(engines=1)) as cluster:
@@ -281,10 +281,13 @@ def ray_run(tmp_path, resolved) -> RaySynthRun:
 
 
 def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".omni-probe-0123abcd").write_text("a driver killed with kill -9 left this")
     # more KV cache than any machine has: Engine.start refuses before loading anything
     run = ray_run(tmp_path, load_profile("cpu", overrides=["talker.kv_cache_space_gb=100000"], platform="cpu"))
     assert run.engine_error and run.engine_error.startswith("an engine could not start on ") and "kv_cache" in run.engine_error
     assert run.results == [] and run.storage_error is None
+    assert not list((tmp_path / "out").glob(".omni-probe-*"))  # the stale probe too (was: left for good)
 
 
 def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, tmp_path, monkeypatch):
@@ -308,7 +311,7 @@ def test_our_signal_handlers_survive_ray_init():
     before = signal.signal(signal.SIGTERM, ours)
     try:
         with keeping_signal_handlers():
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(15))  # what ray.init does to a driver's SIGTERM
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(15))  # what ray.init does to a coordinator's SIGTERM
         assert signal.getsignal(signal.SIGTERM) is ours
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -52,7 +52,7 @@ def test_bench_and_eval_schemas():
 def test_eval_summary_requires_the_figures_of_each_metric_that_ran():
     from pydantic import ValidationError
 
-    from omnicli.evaluation.result_models import EvalSummary
+    from omnicli.evaluation.summaries import EvalSummary
 
     facts = {
         "num_utts": 1, "num_missing": 0, "num_failed": 0, "missing": [], "failed": [], "keep_failed": None,

@@ -27,6 +27,9 @@ class FakeEngine:
     """Two chunks of 0.1 s per request; texts select a failure ("fail"), death ("die") or a hang ("hang")."""
 
     sample_rate = SR
+    channels = 1
+    model_name, device, startup_seconds = "fake", "cpu", 0.0  # what EngineLike declares
+    resolved = None  # SynthRun is given the profile
 
     def __init__(self):
         self.seen: list[str] = []

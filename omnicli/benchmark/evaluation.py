@@ -97,7 +97,7 @@ class BenchEval:
 def prompt_rows(prompts: Sequence) -> list[ManifestRow]:
     """One manifest row per distinct utterance (prompts cycle), in first-seen order."""
     rows: dict[str, ManifestRow] = {}
-    for prompt in prompts:
+    for prompt in getattr(prompts, "distinct", prompts):  # a Cycled view: its distinct prompts
         if prompt.utt not in rows:
             reference = Path(prompt.reference) if prompt.reference else None
             rows[prompt.utt] = ManifestRow(utt=prompt.utt, text=prompt.request.text, prompt_wav=reference)

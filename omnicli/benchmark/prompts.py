@@ -16,10 +16,31 @@ from omnicli.manifest import ManifestRow, read_manifest
 DEMO_NUM_PROMPTS = 32  # the demo set has few rows: cycle it to a useful load
 
 
+class Cycled(Sequence[Prompt]):
+    """`count` prompts cycling through `distinct`, in its order, made on access: a pass of
+    a million requests over a 100-row manifest holds 100 prompts, not a million."""
+
+    def __init__(self, distinct: Sequence[Prompt], count: int):
+        self.distinct = list(distinct)
+        self.count = count if self.distinct else 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        if index < 0:
+            index += self.count
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        return self.distinct[index % len(self.distinct)]
+
+
 @dataclass
 class PromptSet:
     source: Path
-    prompts: list[Prompt]
+    prompts: Sequence[Prompt]  # a `Cycled` view: cycling is not materialized
     errors: list[str]  # every row that could not be used, as `file:line: reason`
     num_rows: int  # usable rows before cycling
 
@@ -66,6 +87,7 @@ def load_prompts(
             errors.append(str(exc))
             continue
         usable.append(row)
-    chosen = select_rows(usable, num_prompts, seed, shuffle)
-    prompts = [Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None, text=r.text, item=r) for r in chosen]
+    order = select_rows(usable, None, seed, shuffle)  # shuffled once; the pass cycles through it
+    distinct = [Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None, text=r.text, item=r) for r in order]
+    prompts = Cycled(distinct, len(distinct) if num_prompts is None else num_prompts)
     return PromptSet(source=path, prompts=prompts, errors=errors, num_rows=len(usable))

@@ -8,9 +8,10 @@ caller can still report them.
 
 `session.stop` (an asyncio.Event; set it on the session's loop) ends the
 session early: nothing more is submitted, requests in flight get `grace_s`
-to finish, the pass they belong to is dropped (`session.unfinished` names
-it: an incomplete pass would mislead), the engine is closed and no further
-profile is started. `unfinished` also names the phase an engine failure
+to finish, the round they belong to is dropped (`session.unfinished` names
+it: an incomplete round would mislead; the pass's finished rounds are kept,
+as a pass of fewer rounds), the engine is closed and no further profile is
+started. `unfinished` also names the phase an engine failure
 ended.
 """
 
@@ -146,11 +147,11 @@ def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:
     return [prompts[i % len(prompts)] for i in range(count)] if prompts else []
 
 
-def warmup_phase(plan: BenchPlan, prompts: Sequence[Prompt]) -> tuple[list[Prompt], LoadShape] | None:
+def warmup_phase(plan: BenchPlan, prompts: Sequence[Prompt]) -> tuple[Sequence[Prompt], LoadShape] | None:
     """The discarded phase run on each engine before its first pass: (prompts, load shape), or None."""
     first = plan.shapes[0]
     if plan.warmup_pass:
-        return list(prompts), first
+        return prompts, first
     if plan.warmup_requests:
         # Warm the batch sizes the first pass will use, without an arrival schedule.
         return warmup_prompts(prompts, plan.warmup_requests), LoadShape(concurrency=first.concurrency, seed=first.seed)
@@ -174,7 +175,7 @@ class BenchSession:
         if not prompts:
             raise ValueError("no prompts to benchmark")
         self.runs = list(runs)
-        self.prompts = list(prompts)
+        self.prompts = prompts if isinstance(prompts, Sequence) else list(prompts)  # a Cycled view stays one
         self.plan = plan
         self.start_engine = start_engine
         self.observer = observer or BenchObserver()
@@ -219,29 +220,35 @@ class BenchSession:
         warm_n, warm_failed = await self._warmup(index, run, engine)
         for shape in self.plan.shapes:
             started_at = utc_now()
-            rounds = []
+            rounds: list[RoundResult] = []
             for r in range(self.plan.rounds):
                 desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
-                result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                try:
+                    result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                except _Stopped:
+                    if rounds:  # the rounds that finished are kept (a pass of fewer rounds); the cut one is not
+                        self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
+                    raise
                 obs.round_done(run, shape, r, result, engine)
                 for rec in result.records:  # audio was handed to round_done; free it
                     rec.pcm = None
                 rounds.append(result)
-            self.results.append(
-                PassResult(
-                    profile=run,
-                    shape=shape,
-                    rounds=rounds,
-                    sample_rate=int(engine.sample_rate),
-                    model=str(getattr(engine, "model_name", "")),
-                    device=str(getattr(engine, "device", "")),
-                    started_at=started_at,
-                    num_prompts=len(self.prompts),
-                    warmup_requests=warm_n,
-                    warmup_failed=warm_failed,
-                )
-            )
+            self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
             warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
+
+    def _pass_result(self, run, shape, rounds, engine, started_at, warm_n, warm_failed) -> PassResult:
+        return PassResult(
+            profile=run,
+            shape=shape,
+            rounds=rounds,
+            sample_rate=int(engine.sample_rate),
+            model=str(getattr(engine, "model_name", "")),
+            device=str(getattr(engine, "device", "")),
+            started_at=started_at,
+            num_prompts=len(self.prompts),
+            warmup_requests=warm_n,
+            warmup_failed=warm_failed,
+        )
 
     async def _warmup(self, index: int, run: ProfileRun, engine: Any) -> tuple[int, int]:
         warm = warmup_phase(self.plan, self.prompts)

@@ -25,6 +25,7 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
     CliConsole,
@@ -84,7 +85,7 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Any]
     runs, seen = [], {}
     for spec in specs:
         resolved = resolve_profile(spec, sets)
-        label = str(getattr(resolved, "name", None) or spec or "default")
+        label = resolved.name or spec or "default"
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"
@@ -126,6 +127,8 @@ class _ProgressObserver(BenchObserver):
 
     def round_done(self, run, shape, index, result, engine) -> None:
         self.outputs.handle(run, shape, index, result, engine)
+        if self.outputs.error is not None:  # the audio folder cannot be written: admit no more work (exit 4)
+            self.interrupts.session.stop.set()
 
     def warning(self, message: str) -> None:
         self.warnings.append(message)
@@ -388,8 +391,8 @@ def bench(
     engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
     run every pass at the same time; see docs/scale-out.md.
     """
+    from omnicli.benchmark.audio_out import RoundOutputs
     from omnicli.benchmark.metrics import parse_percentiles
-    from omnicli.benchmark.outputs import RoundOutputs
     from omnicli.benchmark.session import BenchPlan
     from omnicli.retention import Retainer
 
@@ -452,6 +455,7 @@ def bench(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
     )
+    _check_outputs(report, outputs)
     # run -> report
     if resources is not None:
         from omnicli.commands.bench_ray import run_ray_bench
@@ -477,15 +481,9 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
             f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
             "for audio use omni synth --ray, then omni eval)", param_hint=clash[0],
         )
-    from rich.markup import escape
+    from omnicli.scaleout.cluster import EngineResources, import_ray
 
-    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
-
-    try:
-        import_ray()
-    except RayUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")  # the hint's [ray] is not markup
-        raise typer.Exit(EXIT_USAGE) from None
+    import_ray()  # RayUnavailable (exit 2, with the install hint)
     return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 
 
@@ -494,9 +492,10 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
     """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without),
     or ramped (--ramp-up-strategy, START, END: open loop, no cap without -c)."""
     from omnicli.driver import LoadShape
+    from omnicli.driver.load import MIN_REQUEST_RATE
 
-    if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
-        raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
+    if request_rate is not None and (math.isnan(request_rate) or request_rate < MIN_REQUEST_RATE):
+        raise typer.BadParameter(f"must be at least {MIN_REQUEST_RATE:g} (one request per {1 / MIN_REQUEST_RATE:g} s), or inf", param_hint="--request-rate")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
     strategy, start, end = ramp
@@ -589,7 +588,7 @@ def _run_and_report(
             outputs.warn = observer.warning
             error = _run_session(session, interrupts)
             interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
-        if bench_eval is not None and error is None and not interrupts.interrupted:
+        if bench_eval is not None and error is None and not interrupts.interrupted and outputs.error is None:
             # A signal while scoring writes the benchmark (with the passes scored so far) and exits 130.
             interrupts.phase = Phase.SCORING
             _score_passes(bench_eval, session, outputs, session.prompts, report)
@@ -608,6 +607,9 @@ def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: B
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
     if outputs.retainer is not None and outputs.retained:
         err_console.print(f"{outputs.retained} output(s) retained in {outputs.retainer.directory}")
+    if outputs.error is not None:
+        err_console.print(f"[red]error:[/red] {outputs.error}; stopped, {len(session.results)} completed pass(es) reported", highlight=False)
+        raise typer.Exit(EXIT_OUTPUT_IO)
     if interrupts.interrupted:
         err_console.print(f"[yellow]interrupted[/yellow]: the engine was closed; {len(session.results)} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -616,6 +618,28 @@ def _exit(session: BenchSession, interrupts: _BenchInterrupts, outputs, error: B
         err_console.print(f"[red]{prefix}:[/red] {error}")
         raise typer.Exit(EXIT_ENGINE)
     raise typer.Exit(code)
+
+
+def _check_outputs(report: _Report, outputs: Any) -> None:
+    """Every path the run will write, checked before any engine starts (exit 2): results
+    that cannot be written at the end would waste the whole benchmark."""
+    folders = [("--result-dir", report.path.parent if report.path is not None else None),
+               ("--save-result", (report.result_dir or Path(".")) if report.vllm is not None else None),
+               ("--csv", report.csv_path.parent if report.csv_path is not None else None),
+               ("--plot", report.plot.parent if report.plot is not None else None)]
+    for option, path in (("--csv", report.csv_path), ("--plot", report.plot)):
+        if path is not None and path.is_dir():
+            err_console.print(f"[red]error:[/red] {option} {path}: is a folder; give a file name", highlight=False)
+            raise typer.Exit(EXIT_USAGE)
+    from omnicli.atomic import folder_write_error
+
+    problems = [f"{option}: {why}" for option, folder in folders if folder is not None and (why := folder_write_error(folder))]
+    if (why := outputs.check()) is not None:
+        problems.append(f"--audio-out: {why}")
+    if problems:
+        for line in problems:
+            err_console.print(f"[red]error:[/red] {line}", highlight=False)
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list) -> Any:
@@ -646,6 +670,11 @@ def _score_passes(bench_eval: Any, session: BenchSession, outputs: Any, prompts:
     """Scores each completed pass's audio; a failure is reported in that pass's entry, never fatal."""
     for result in session.results:
         folder = outputs.pass_dir(result.profile, result.shape)
+        if outputs.unwritten.get(folder):  # scoring the clips that are there would mislead
+            figures = {"metrics": list(bench_eval.metrics), "error": f"{outputs.unwritten[folder]} clip(s) could not be written to {folder}: not scored"}
+            err_console.print(f"[yellow]warning:[/yellow] --eval of {result.label}: {figures['error']}", highlight=False)
+            report.extras[result.label] = {"eval": figures}
+            continue
         try:
             with status(f"scoring {result.label} ({','.join(bench_eval.metrics)}) ..."):
                 figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
@@ -681,6 +710,9 @@ def _report(
         why = "interrupted" if interrupted else "ended by the engine failure"
         err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
     if not results:
+        if interrupted and report.path is not None:  # the result file says how it ended, with no pass to report
+            write_json_atomic(report.path, build_document([], report.started_at, report.percentiles, interrupted=True, unfinished=unfinished, ray=ray))
+            err_console.print(f"results: {report.path}", highlight=False)
         return EXIT_OK
     if runs is None:
         machine = machine_facts(results[0].device)

@@ -1,4 +1,4 @@
-"""`omni bench --ray`: progress, Ctrl-C and the report of a Ray bench (the work is `omnicli.scaleout.bench`)."""
+"""`omni bench --ray`: progress, Ctrl-C and the report of a Ray bench (the work is `omnicli.scaleout.ray_bench`)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    VERBOSITY,
     RequestProgress,
     err_console,
     note,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
-from omnicli.scaleout.bench import RayBenchObserver
+from omnicli.scaleout.ray_bench import RayBenchObserver
 
 
 class _RayProgressObserver(RayBenchObserver):
@@ -64,7 +65,7 @@ class _RayProgressObserver(RayBenchObserver):
 class _RayInterrupts(EngineRunInterrupts):
     """Ctrl-C / SIGTERM for `omni bench --ray`.
 
-    The driver only waits on Ray, so a first signal is always graceful, also
+    The coordinator only waits on Ray, so a first signal is always graceful, also
     while engines start: engines stop submitting, requests in flight get their
     grace, the engines are closed, completed passes reported, exit 130. A
     second signal ends our child processes (a local Ray cluster we started,
@@ -100,8 +101,8 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
     """Runs the plan on `resources.engines` Ray engines, reports, exits with the bench's exit code."""
     from omnicli.benchmark.engines import build_engines_run
     from omnicli.commands.bench import _report
-    from omnicli.scaleout.bench import RayBench, RayEngineStartError
     from omnicli.scaleout.cluster import RayCluster, RayUnavailable
+    from omnicli.scaleout.ray_bench import RayBench, RayEngineStartError
 
     bench: RayBench | None = None
     interrupts = _RayInterrupts(grace_s=0)
@@ -122,7 +123,7 @@ def run_ray_bench(run: Any, prompts: Sequence, plan: Any, report: Any, *, addres
     error: BaseException | None = None
     with interrupts.signals():
         try:
-            with RayCluster(address, resources) as cluster:
+            with RayCluster(address, resources, quiet=not VERBOSITY.verbose) as cluster:
                 cluster.check_fits()
                 bench = RayBench(cluster.ray, run, prompts, plan, resources)
                 interrupts.grace_s = bench.grace_s

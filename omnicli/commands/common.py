@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -22,6 +22,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from omnicli.commands.progress import PlainProgress
+from omnicli.errors import OmniError
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 # Width of output that is not a terminal (a file, a pipe, a test runner): wide
 # enough that no line is ever wrapped, so scripts and tests can read every line.
@@ -130,33 +134,30 @@ def status(message: str):
     return contextlib.nullcontext()
 
 
-def resolve_profile(profile: str | None, sets: list[str] | None, platform: str | None = None):
-    """Load and validate a profile, turning errors into a clean usage exit.
+def resolve_profile(profile: str | None, sets: list[str] | None, platform: str | None = None) -> ResolvedProfile:
+    """Load and validate a profile, then check its family can run here.
 
-    `platform` ('cpu'/'cuda') resolves it for the machine the engine runs on when that
+    ProfileError, FamilyUnavailable and CheckpointMissing are usage errors
+    (exit 2): they are found before any engine starts. `platform`
+    ('cpu'/'cuda') resolves it for the machine the engine runs on when that
     is not this one (`--ray`); by default this machine's is detected."""
-    from omnicli.profile import ProfileError, load_profile
+    from omnicli.families import check_available, check_checkpoints
+    from omnicli.profile import load_profile
 
-    try:
-        resolved = load_profile(profile, overrides=sets or [], platform=platform)
-    except ProfileError as exc:
-        err_console.print(f"[red]profile error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+    resolved = load_profile(profile, overrides=sets or [], platform=platform)
     p = resolved.profile
-    from omnicli.engine.models.checkpoints import CheckpointMissing
-    from omnicli.families import FamilyUnavailable, check_available, check_checkpoints
-
-    try:  # before any engine starts: a missing install or checkpoint is bad usage, not an engine failure
-        check_available(p.model)
-    except FamilyUnavailable as exc:
-        raise usage_error(str(exc)) from None
-    try:
-        check_checkpoints(p.model, p.model_path, p.codec_path)
-    except CheckpointMissing as exc:
-        err_console.print("[red]checkpoint missing:[/red]")
-        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
+    check_available(p.model)
+    check_checkpoints(p.model, p.model_path, p.codec_path)
     return resolved
+
+
+def print_error(exc: OmniError) -> None:
+    """The one report of an error that ends a command (omnicli.cli calls it)."""
+    if exc.message_below:
+        err_console.print(f"[red]{exc.headline}:[/red]")
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+    else:  # escaped: a message may quote brackets (pip install 'omnicli[ray]')
+        err_console.print(f"[red]{exc.headline}:[/red] {escape(str(exc))}", highlight=False)
 
 
 def usage_error(message: str) -> typer.Exit:

@@ -31,7 +31,7 @@ from omnicli.commands.common import (
     status,
     usage_error,
 )
-from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_summary
+from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_notes, print_summary
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 
@@ -84,6 +84,8 @@ def print_audio_summary(summary: dict) -> None:
                 problems[key].append(detail)
     problems = [(utt, status, "; ".join(details)) for (utt, status), details in problems.items()]
     print_not_scored("not scored (SIM/MOS)", problems)
+    if "wer" not in metrics:
+        print_notes(summary)  # print_summary shows them when WER ran
 
 
 def eval_command(
@@ -104,6 +106,10 @@ def eval_command(
     mos: Annotated[
         str, typer.Option("--mos", help="MOS backend(s), comma-separated: dnsmos (bundled) and/or utmos[:/path/utmos.ts].")
     ] = "dnsmos",
+    trust_torchscript: Annotated[
+        bool, typer.Option("--trust-torchscript", help="Load the utmos TorchScript file: it is a program that can read and "
+                           "write files; pass this only for a file you exported or trust.")
+    ] = False,
     threshold: Annotated[
         Optional[float], typer.Option("--threshold", min=0.0, help="Retain audio whose WER exceeds this (fraction).", show_default="profile retention.asr_wer_threshold")
     ] = None,
@@ -138,7 +144,7 @@ def eval_command(
     failed, 2 bad usage or input (including a model that is not on this
     machine), 3 a model failed to load, 130 interrupted.
     """
-    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, TranscriptsError, build_wer_summary, default_spec, load_backend, read_transcripts
+    from omnicli.evaluation import AsrError, AsrSetupError, AsrSpec, build_wer_summary, default_spec, load_backend, read_transcripts
     from omnicli.evaluation.asr.base import resolve_torch_device
     from omnicli.evaluation.combined import (
         EvalPlan,
@@ -180,12 +186,9 @@ def eval_command(
     # --- models: locate everything first (cheap), then load each once ---
     asr_info = None
     try:
-        check_specs(chosen, sim=sim, mos=mos)
+        check_specs(chosen, sim=sim, mos=mos, trust_torchscript=trust_torchscript)
         if "wer" in chosen and transcripts is not None:
-            try:
-                plan.transcripts = read_transcripts(transcripts)
-            except TranscriptsError as exc:
-                raise usage_error(str(exc)) from None
+            plan.transcripts = read_transcripts(transcripts)  # TranscriptsError: exit 2 (omnicli.cli)
             asr_info = {"backend": "transcripts", "model": str(transcripts), "language": plan.lang}
         elif "wer" in chosen:
             spec = AsrSpec.parse(asr) if asr else default_spec(plan.lang)
@@ -195,9 +198,9 @@ def eval_command(
         if "sim" in chosen or "mos" in chosen:
             torch_device = resolve_torch_device(device_name)
             with status("loading SIM/MOS models ..."):
-                plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device)
-    except (AsrSetupError, ScorerSetupError) as exc:
-        raise usage_error(str(exc)) from None
+                plan.scorers = load_scorers(chosen, sim=sim, mos=mos, device=torch_device, trust_torchscript=trust_torchscript)
+    except (AsrSetupError, ScorerSetupError):
+        raise  # usage errors (exit 2), reported by omnicli.cli; not the load failures below
     except (AsrError, ScorerError) as exc:
         err_console.print(f"[red]model failed to load:[/red] {exc}")
         raise typer.Exit(EXIT_ENGINE) from None

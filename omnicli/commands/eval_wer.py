@@ -50,13 +50,10 @@ class Device(str, Enum):
 
 
 def _load_rows(manifest: Path):
-    from omnicli.manifest import ManifestError, read_manifest
+    from omnicli.manifest import read_manifest
 
-    try:
-        # Prompt audio is not needed to score, so paths outside the manifest folder are fine.
-        parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False, short_layouts=True)
-    except ManifestError as exc:
-        raise usage_error(str(exc)) from None
+    # Prompt audio is not needed to score, so paths outside the manifest folder are fine.
+    parsed = read_manifest(manifest, allow_outside_paths=True, check_audio=False, short_layouts=True)
     if parsed.errors:
         for error in parsed.errors[:20]:
             err_console.print(f"[red]manifest error:[/red] {error}")
@@ -96,6 +93,13 @@ def print_summary(summary: dict) -> None:
         (f["utt"], f["status"], f["error"] or "") for f in summary["failed"]
     ]
     print_not_scored("not scored", problems)
+    print_notes(summary)
+
+
+def print_notes(summary: dict) -> None:
+    """Utterances scored (or not) with something their figures cannot show (omnicli.evaluation.clips)."""
+    notes = summary.get("notes") or {}
+    print_not_scored("notes", [(utt, "note", "; ".join(n)) for utt, n in notes.items()])
 
 
 def print_not_scored(title: str, problems: list[tuple[str, str, str]], shown: int = 20) -> None:
@@ -226,14 +230,11 @@ def _plan(
 
 
 def _load_transcripts(transcripts: Path, asr: str | None) -> dict:
-    from omnicli.evaluation import TranscriptsError, read_transcripts
+    from omnicli.evaluation import read_transcripts
 
     if asr is not None:
         err_console.print("[yellow]warning:[/yellow] --asr is ignored with --transcripts (no ASR runs)")
-    try:
-        return read_transcripts(transcripts)
-    except TranscriptsError as exc:
-        raise usage_error(str(exc)) from None
+    return read_transcripts(transcripts)
 
 
 def _load_asr(asr: str | None, *, lang: str, device: str, max_new_tokens: int | None) -> tuple[Any, dict]:
@@ -244,8 +245,8 @@ def _load_asr(asr: str | None, *, lang: str, device: str, max_new_tokens: int | 
         spec = AsrSpec.parse(asr) if asr else default_spec(lang)
         with status(f"loading ASR {spec} ..."):
             backend = load_backend(spec, lang=lang, device=device, max_new_tokens=max_new_tokens)
-    except AsrSetupError as exc:
-        raise usage_error(str(exc)) from None
+    except AsrSetupError:
+        raise  # a usage error (exit 2), reported by omnicli.cli; not the load failure below
     except AsrError as exc:
         err_console.print(f"[red]ASR failed to load:[/red] {exc}")
         raise typer.Exit(EXIT_ENGINE) from None

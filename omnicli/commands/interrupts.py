@@ -10,8 +10,8 @@ import threading
 from enum import Enum
 
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
-from omnicli.interrupts import StopSignals
 from omnicli.orphans import terminate_children
+from omnicli.signals import StopSignals
 
 
 class Phase(str, Enum):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from omnicli.commands.common import EXIT_USAGE, console, err_console
@@ -90,10 +91,13 @@ def verify(
             check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
         with err_console.status(f"verifying {family} at {checkpoint}"):
             checks = run_parity_checks(family, checkpoint, seed=seed)
-    except (ValueError, CheckpointMissing) as exc:
-        err_console.print("[red]error:[/red]")
+    except (ValueError, CheckpointMissing) as exc:  # ModelFileError too: a pickled codec, remote code
+        err_console.print("[red]error:[/red]", end="\n" if "\n" in str(exc) else " ")
         err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from None
+    except Exception as exc:  # a parity check that broke: one line, never a traceback
+        err_console.print(f"[red]error:[/red] verify {family} stopped: {escape(f'{type(exc).__name__}: {exc}')}")
+        raise typer.Exit(1) from None
     style = {"ok": "green", "mismatch": "red", "skipped": "yellow"}
     for c in checks:
         line = f"{c.status.upper():8} {c.name}: {c.figure}" + (f" ({c.detail})" if c.detail else "")

@@ -101,7 +101,7 @@ def synth(
     interrupted. With --ray the same holds; the rows run on Ray actors that
     write into --out, which must be storage every node shares.
     """
-    from omnicli.manifest import ManifestError, read_manifest
+    from omnicli.manifest import read_manifest
     from omnicli.retention import Retainer
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run, tidy_out_dir
 
@@ -116,17 +116,13 @@ def synth(
         manifest = demo_manifest_path()
     resources = _ray_resources(ray, ray_address, engines, gpus_per_engine, cpus_per_engine)
     # With --ray the engines run in actors: a GPU actor resolves for cuda, a CPU-only one for
-    # cpu, whatever the driver's own machine has.
+    # cpu, whatever the coordinator's own machine has.
     resolved = resolve_profile(profile, set_, platform=(("cuda" if gpus_per_engine > 0 else "cpu") if ray else None))
     if ray and resolved.platform == "cuda" and gpus_per_engine <= 0:
         err_console.print(f"[red]error:[/red] profile {resolved.name} runs on cuda: give each engine a GPU (--gpus-per-engine 1)")
         raise typer.Exit(EXIT_USAGE)
     require_folder(out, "--out")
-    try:
-        parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)
-    except ManifestError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+    parsed = read_manifest(manifest, allow_outside_paths=allow_outside_paths)  # ManifestError: exit 2 (omnicli.cli)
     if not parsed.rows and not parsed.errors:
         err_console.print(f"[red]error:[/red] {manifest}: no rows (expected {'JSON objects' if manifest.suffix in ('.jsonl', '.json') else 'utt|prompt_text|prompt_wav|text lines'})")
         raise typer.Exit(EXIT_USAGE)
@@ -150,11 +146,13 @@ def synth(
         lock.release()
         err_console.print(f"[red]error:[/red] cannot read earlier results in {out}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    if plan.done or plan.failed_before or plan.changed:
+    if plan.done or plan.failed_before or plan.changed or plan.undigested:
         note(
             f"resuming in {out}: {len(plan.done)} done, {len(plan.failed_before)} failed earlier"
             f"{' (not retried; use --retry-failed)' if plan.failed_before else ''}, "
-            f"{len(plan.changed)} changed in the manifest, {len(plan.todo)} to do"
+            f"{len(plan.changed)} changed in the manifest, "
+            + (f"{len(plan.undigested)} without an input digest (cannot tell what they were made from: redone), " if plan.undigested else "")
+            + f"{len(plan.todo)} to do"
         )
     if plan.other_profiles:
         err_console.print(f"[yellow]note:[/yellow] earlier rows in {out} were made with another profile ({', '.join(sorted(plan.other_profiles))}); this run uses {resolved.digest}")
@@ -341,7 +339,7 @@ class _RaySession(_Session):
         self.usage_error = unreachable_head(self.address)
         if self.usage_error:
             return
-        cluster = RayCluster(self.address, self.resources)
+        cluster = RayCluster(self.address, self.resources, quiet=not VERBOSITY.verbose)
         try:
             with status(f"joining the Ray cluster at {self.address}" if self.address else "starting a local Ray cluster"):
                 try:
@@ -376,18 +374,14 @@ class _RaySession(_Session):
 
 def _ray_resources(ray: bool, address: str | None, engines: int, gpus: float, cpus: float):
     """EngineResources for --ray (exit 2 with the install hint when Ray is missing); None without it."""
-    from omnicli.scaleout.cluster import EngineResources, RayUnavailable, import_ray
+    from omnicli.scaleout.cluster import EngineResources, import_ray
 
     if not ray:
         if address is not None or engines != 1 or gpus != 0 or cpus != 1:
             err_console.print("[red]error:[/red] --ray-address, --engines, --gpus-per-engine and --cpus-per-engine need --ray")
             raise typer.Exit(EXIT_USAGE)
         return None
-    try:
-        import_ray()
-    except RayUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)  # the hint's [ray] is not markup
-        raise typer.Exit(EXIT_USAGE) from None
+    import_ray()  # RayUnavailable (exit 2, with the install hint)
     return EngineResources(engines=engines, gpus_per_engine=gpus, cpus_per_engine=cpus)
 
 

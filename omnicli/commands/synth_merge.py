@@ -14,7 +14,6 @@ from omnicli.commands.common import (
     EXIT_OK,
     EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
-    EXIT_USAGE,
     QuietOption,
     VerboseOption,
     console,
@@ -46,16 +45,13 @@ def synth_merge(
     not done (or shards missing), 2 the folders cannot be merged, 4 OUT could
     not be written (merge again).
     """
-    from omnicli.scaleout.merge import MergeError, merge_shards
+    from omnicli.scaleout.merge import merge_shards
 
     set_verbosity(quiet, verbose)
     require_folder(out, "--out")
     try:
         with status(f"merging {len(shard_dirs)} shard folder(s) into {out}"):
             report = merge_shards(shard_dirs, out, manifest=manifest, allow_outside_paths=allow_outside_paths)
-    except MergeError as exc:
-        err_console.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(EXIT_USAGE) from None
     except OSError as exc:
         err_console.print(Text.assemble(("error:", "red"), f" cannot write to {out}: {exc}"))
         err_console.print("what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False)

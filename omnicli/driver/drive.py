@@ -15,29 +15,33 @@ chunk, the same stop rule and the same handling of failures:
   fail meanwhile (a Ctrl-C also reaches vLLM's process), are left pending;
 - an error raised by `on_record` (the caller's sink: results that cannot be
   written) cancels the rest and propagates.
+
+Prompts are taken from their iterable as they are admitted, and a record
+is kept past its `on_record` only with `keep_records` (bench computes its
+figures from them; synth writes each one and lets it go), so a drive of a
+million rows holds what is in flight, not what is done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from omnicli.driver.inputs import InputError
 from omnicli.driver.load import LoadShape, offer
 from omnicli.driver.records import Prompt, RequestRecord
-from omnicli.engine.request import EngineError, EngineStats, RequestFailed
+from omnicli.engine.request import EngineError, EngineLike, EngineStats, RequestFailed
 
 STOP_GRACE_S = 5.0  # after a stop (first Ctrl-C), requests in flight may finish for this long
 
 
 @dataclass
 class DriveResult:
-    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order
+    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order (with keep_records)
     left_pending: list[str] = field(default_factory=list)  # utts cut off by a stop or an engine failure
     complete: bool = True  # every prompt finished
     engine_error: str | None = None  # why the engine stopped serving, if it did
@@ -45,7 +49,22 @@ class DriveResult:
     wall_seconds: float = 0.0
 
 
-async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
+class _Schedule:
+    """Arrival times drawn as their prompts are sent (in order), none held for the rest."""
+
+    def __init__(self, offsets: Iterator[float], t0: float):
+        self.offsets, self.t0 = offsets, t0
+        self.drawn = 0
+        self.unsent: dict[int, float] = {}
+
+    def at(self, index: int) -> float:
+        while self.drawn <= index:
+            self.unsent[self.drawn] = next(self.offsets)
+            self.drawn += 1
+        return self.t0 + self.unsent.pop(index)
+
+
+async def run_request(engine: EngineLike, prompt: Prompt, request_id: str, keep_pcm: bool = False) -> RequestRecord:
     """Submits one prompt and records when each chunk arrived and how big it was.
 
     Raises `EngineError` (the engine as a whole stopped); every other
@@ -89,12 +108,13 @@ async def run_request(engine: Any, prompt: Prompt, request_id: str, keep_pcm: bo
 
 
 async def drive(
-    engine: Any,
-    prompts: Sequence[Prompt],
+    engine: EngineLike,
+    prompts: Iterable[Prompt],
     shape: LoadShape,
     *,
     id_prefix: str | None = None,
     keep_pcm: bool = False,
+    keep_records: bool = True,
     on_record: Callable[[RequestRecord], None] | None = None,
     stop: asyncio.Event | None = None,
     grace_s: float = STOP_GRACE_S,
@@ -107,22 +127,25 @@ async def drive(
     in_flight: dict[int, str] = {}
     before = engine.stats()
     t0 = time.perf_counter()
-    arrivals = t0 + shape.offsets(len(prompts))  # when `offer` hands each prompt over (for queue times)
+    # The draws `offer` makes: when it hands each prompt over (for queue times).
+    arrivals = _Schedule(shape.arrivals(len(prompts) if isinstance(prompts, Sized) else None), t0)
 
-    async def send(index: int) -> None:
-        prompt = prompts[index]
+    async def send(numbered: tuple[int, Prompt]) -> None:
+        index, prompt = numbered
         in_flight[index] = prompt.utt
         record = await run_request(engine, prompt, f"{id_prefix}-{index}" if id_prefix else prompt.utt, keep_pcm)
-        record.arrival = min(float(arrivals[index]), record.start)
+        record.arrival = min(arrivals.at(index), record.start)
         if record.error is not None and stop is not None and stop.is_set() and not record.rejected:
             return  # failed while stopping: not this request's fault; left pending
         del in_flight[index]
-        result.records.append(record)
+        if keep_records:
+            result.records.append(record)
         if on_record is not None:
             on_record(record)
 
     try:
-        result.complete = await offer(range(len(prompts)), send, shape, stop=stop, grace_s=grace_s)
+        result.complete = await offer(enumerate(prompts), send, shape, stop=stop, grace_s=grace_s,
+                                      count=len(prompts) if isinstance(prompts, Sized) else None)
     except EngineError as exc:
         result.complete = False
         result.engine_error = getattr(exc, "reason", None) or str(exc)

@@ -6,6 +6,10 @@ from omnicli.audio import AudioError, load_audio
 from omnicli.engine.request import TTSRequest
 from omnicli.manifest import ManifestRow
 
+# Every family uses at most the first 20 s of a reference; reading a little more keeps a long
+# file's cost bounded without changing what the codec sees.
+MAX_REFERENCE_SECONDS = 60.0
+
 
 class InputError(ValueError):
     """A row that cannot become a request; the message names file, line and reason."""
@@ -16,7 +20,7 @@ def request_from_row(row: ManifestRow, *, max_new_tokens: int | None = None, see
     ref_audio = ref_sr = None
     if row.prompt_wav is not None:
         try:
-            ref_audio, ref_sr = load_audio(row.prompt_wav)
+            ref_audio, ref_sr = load_audio(row.prompt_wav, max_seconds=MAX_REFERENCE_SECONDS)
         except AudioError as exc:
             raise InputError(f"{row.where}: reference audio: {exc}") from None
     return TTSRequest(

@@ -17,14 +17,18 @@ fixed rate: request i arrives at the rate `start + (end - start) * i / (n - 1)`
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
 T = TypeVar("T")
+
+# Below one request per 1000 s an open-loop pass is a typo, not a load (1e-300 would wait forever).
+MIN_REQUEST_RATE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,19 @@ class LoadShape:
                 raise ValueError("a ramp-up sets the request rate itself: leave the request rate out")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
-        if math.isnan(self.request_rate) or self.request_rate <= 0:
-            raise ValueError(f"request rate must be > 0 or inf (got {self.request_rate})")
+        if math.isnan(self.request_rate) or self.request_rate < MIN_REQUEST_RATE:
+            raise ValueError(f"request rate must be at least {MIN_REQUEST_RATE:g} per second, or inf (got {self.request_rate})")
         if not math.isfinite(self.burstiness) or self.burstiness <= 0:
             raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
+
+    def arrivals(self, n: int | None = None) -> Iterator[float]:
+        """The offsets of requests as they come, drawn lazily; a ramp-up needs `n` (the rate
+        of request i depends on i / (n - 1))."""
+        if self.ramp_up is None:
+            return arrival_times(self.request_rate, self.burstiness, self.seed)
+        if n is None:
+            raise ValueError("a ramp-up needs the number of requests")
+        return iter(self.offsets(n).tolist())
 
     def offsets(self, n: int) -> np.ndarray:
         """Seconds after the start at which each of `n` requests is offered."""
@@ -75,6 +88,21 @@ class LoadShape:
         return "-".join(parts) or "all"
 
 
+def arrival_times(request_rate: float, burstiness: float = 1.0, seed: int = 0, block: int = 4096) -> Iterator[float]:
+    """Endless seconds-after-the-start of each submission, drawn a block at a time (so a
+    pass of a million requests holds no million-entry schedule); see `arrival_offsets`."""
+    yield 0.0
+    if math.isinf(request_rate):
+        yield from itertools.repeat(0.0)
+        return
+    rng = np.random.default_rng(seed)
+    t = 0.0
+    while True:
+        for gap in rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=block).tolist():
+            t += gap  # sequential, as np.cumsum: the same schedule in blocks as in one draw
+            yield t
+
+
 def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
     """Seconds after the start at which each of `n` requests is submitted.
 
@@ -82,11 +110,7 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     """
     if n <= 0:
         return np.zeros(0)
-    if math.isinf(request_rate):
-        return np.zeros(n)
-    rng = np.random.default_rng(seed)
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n - 1)
-    return np.concatenate([[0.0], np.cumsum(gaps)])
+    return np.fromiter(itertools.islice(arrival_times(request_rate, burstiness, seed), n), float, n)
 
 
 def ramp_up_offsets(n: int, strategy: str, start: float, end: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -101,82 +125,106 @@ def ramp_up_offsets(n: int, strategy: str, start: float, end: float, burstiness:
 
 
 async def offer(
-    items: Sequence[T],
+    items: Iterable[T],
     send: Callable[[T], Awaitable[None]],
     shape: LoadShape,
     *,
     stop: asyncio.Event | None = None,
     grace_s: float = 0.0,
+    count: int | None = None,
 ) -> bool:
     """Offers every item to `send` following `shape`; returns when all have finished.
 
-    If one `send` raises, the others are cancelled and the error propagates
-    (per-request failures are expected to be caught inside `send`). When
-    `stop` is set no further item is admitted; those already inside `send`
-    get `grace_s` seconds to finish, then are cancelled. Returns True when
-    every item was sent and finished (also if a stop came too late to matter).
+    Items are taken from `items` one at a time, when their turn comes: a task
+    is created per item only once it is admitted (its arrival time has come
+    and, with a concurrency cap, a slot is free), so the work per item does
+    not grow with the number of items. If one `send` raises, the others are
+    cancelled and the error propagates (per-request failures are expected to
+    be caught inside `send`). When `stop` is set no further item is admitted;
+    those already inside `send` get `grace_s` seconds to finish, then are
+    cancelled. Returns True when every item was sent and finished (also if a
+    stop came too late to matter). `count`: how many items there are, when
+    `items` has no len() (a ramp-up needs it).
     """
     loop = asyncio.get_running_loop()
-    offsets = shape.offsets(len(items))
-    gate = asyncio.Semaphore(shape.concurrency) if shape.concurrency else None
+    cap = shape.concurrency
+    running: set[asyncio.Task] = set()
+    errors: list[BaseException] = []
+    wake = asyncio.Event()  # a task ended, or the stop came
+    sent = finished = 0
 
     def stopping() -> bool:
         return stop is not None and stop.is_set()
 
-    errors: list[BaseException] = []
-    finished = 0
-
     async def one(item: T) -> None:
         nonlocal finished
+        if errors or stopping():  # admitted, but a failure or the stop came before it ran
+            return
         try:
-            if gate is None:
-                await send(item)
-            else:
-                async with gate:  # FIFO: requests enter in arrival order
-                    if stopping() or errors:  # arrived, but not admitted before the stop or a failure
-                        return
-                    await send(item)
-            finished += 1
+            await send(item)
         except Exception as exc:
-            errors.append(exc)
+            errors.append(exc)  # at once: items already admitted behind it do not start
             raise
+        finished += 1
 
-    tasks: list[asyncio.Task] = []
-    stopped = asyncio.create_task(stop.wait()) if stop is not None else None
+    def ended(task: asyncio.Task) -> None:
+        running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved (it is in `errors`)
+        wake.set()
+
+    async def woken(timeout: float | None = None) -> bool:
+        """Waits for the next `wake` (clear it first); False when `timeout` passed instead."""
+        try:
+            await asyncio.wait_for(wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    stopped = None
+    if stop is not None:
+        stopped = asyncio.create_task(stop.wait())
+        stopped.add_done_callback(lambda _: wake.set())
     t0 = loop.time()
+    all_sent = False
     try:
-        for item, offset in zip(items, offsets):
+        for item, offset in zip(items, shape.arrivals(count if count is not None else len(items) if isinstance(items, Sized) else None)):
             if errors:
                 raise errors[0]
-            delay = t0 + float(offset) - loop.time()
+            delay = t0 + offset - loop.time()
             if delay > 0:
                 await _sleep_unless(stop, delay)
+            while cap is not None and len(running) >= cap and not (stopping() or errors):
+                wake.clear()
+                await woken()  # FIFO: the next item enters when a slot frees
+            if errors:
+                raise errors[0]
             if stopping():
                 break
-            tasks.append(asyncio.create_task(one(item)))
-        pending: set[asyncio.Future] = set(tasks)
+            task = asyncio.create_task(one(item))
+            running.add(task)
+            task.add_done_callback(ended)
+            sent += 1
+        else:
+            all_sent = True
         deadline: float | None = None  # end of the grace period once stopped
-        while pending:
-            waiters = pending | {stopped} if stopped is not None and deadline is None else pending
-            timeout = None if deadline is None else max(0.0, deadline - loop.time())
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                break  # the grace period is over: the finally cancels the rest
-            for task in done & pending:
-                if task.exception() is not None:
-                    raise task.exception()
-            pending -= done
-            if stopped in done:
+        while running and not errors:
+            if deadline is None and stopping():
                 deadline = loop.time() + grace_s
-        return finished == len(items)
+            wake.clear()
+            if not await woken(None if deadline is None else max(0.0, deadline - loop.time())):
+                break  # the grace period is over: the finally cancels the rest
+        if errors:
+            raise errors[0]
+        return all_sent and finished == sent
     finally:
         if stopped is not None:
             stopped.cancel()
-        for t in tasks:
-            if not t.done():
-                t.cancel()
+        left = list(running)
+        for t in left:
+            t.cancel()
         # Collect every outcome so no task exception goes unretrieved.
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 async def _sleep_unless(stop: asyncio.Event | None, delay: float) -> None:

@@ -25,6 +25,8 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,13 +34,17 @@ from omnicli.engine.chunker import Chunker
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
-from omnicli.engine.memory import check_kv_cache_fits
+from omnicli.engine.memory import check_kv_cache_fits, check_talker_fits
 from omnicli.engine.models import load_model
 from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.engine.talker import Talker
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
+
+if TYPE_CHECKING:
+    from omnicli.engine.models.base import ModelAdapter
+    from omnicli.profile import ResolvedProfile
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +75,24 @@ def _chunker(adapter, cfg) -> Chunker:
     return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
+def _talker_folder(profile) -> Path | None:
+    """The talker checkpoint folder of a family that reads one from disk (CheckpointMissing if absent)."""
+    from omnicli.engine.models.checkpoints import locate
+    from omnicli.families import get_family
+
+    spec = next((s for s in get_family(profile.model).checkpoint_specs() if s.role == "talker"), None)
+    return None if spec is None else locate(spec, profile.model_path, profile.model)
+
+
+def _check_talker_fits(folder: Path, talker_cfg, platform: str) -> None:
+    check_talker_fits(folder / "config.json", talker_cfg.dtype, platform, kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
+                      gpu_memory_utilization=talker_cfg.gpu_memory_utilization)
+
+
 class Engine:
     def __init__(
-        self, resolved, adapter, talker: Talker, codec: CodecStage, refs: ReferenceCache, pool: ThreadPoolExecutor, outputs: OutputRouter
+        self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
+        pool: ThreadPoolExecutor, outputs: OutputRouter,
     ):
         self.resolved = resolved
         self.profile = resolved.profile
@@ -96,7 +117,7 @@ class Engine:
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
-    async def start(cls, resolved) -> Engine:
+    async def start(cls, resolved: ResolvedProfile) -> Engine:
         """Builds every stage from a resolved profile; on failure nothing is left running."""
         t0 = time.perf_counter()
         profile = resolved.profile
@@ -104,6 +125,10 @@ class Engine:
         device = "cuda" if resolved.platform == "cuda" else "cpu"
         loop = asyncio.get_running_loop()
         check_kv_cache_fits(profile.talker.kv_cache_space_gb, resolved.platform)  # before loading anything
+        # Weights that cannot fit make vLLM's engine core grow until it is killed: say so first.
+        talker_dir = _talker_folder(profile)  # None: built on first use (omni-tiny), checked once built
+        if talker_dir is not None:
+            _check_talker_fits(talker_dir, profile.talker, resolved.platform)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="omni-ref-encoder")
         talker = codec = None
         try:
@@ -118,6 +143,8 @@ class Engine:
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
+            if talker_dir is None:
+                _check_talker_fits(Path(adapter.talker_path), profile.talker, resolved.platform)
             talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
                                         seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)

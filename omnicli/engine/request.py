@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
+from omnicli.errors import EngineFailure
+
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
 
@@ -97,7 +99,7 @@ class RequestFailed(RuntimeError):
         self.info = info or RequestInfo()
 
 
-class EngineError(RuntimeError):
+class EngineError(EngineFailure, RuntimeError):
     """The engine cannot start or has stopped working; no request can proceed."""
 
 

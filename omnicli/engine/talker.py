@@ -94,6 +94,7 @@ class Talker:
 
         kwargs = dict(
             model=model_path,
+            trust_remote_code=False,  # never the checkpoint folder's own code (transformers would ask on stdin)
             skip_tokenizer_init=True,
             max_num_seqs=cfg.max_num_seqs,
             max_num_batched_tokens=max(cfg.max_num_batched_tokens, cfg.max_model_len),
@@ -138,7 +139,7 @@ class Talker:
             # vLLM raises many types; the user needs one clear message
             raise EngineError(
                 f"the talker (vLLM) failed to start for {model_path}: {type(exc).__name__}: {exc}"
-                " (vLLM's log above names the cause)"
+                " (vLLM's own error lines above, if it printed any, name the cause)"
             ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
         talker = cls(llm, allowed_token_ids, cfg, stop_token_ids)

@@ -17,17 +17,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
-from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.results import SEED_WER_FILE, EvalStatus, seed_wer_lines, tsv_cell
 from omnicli.evaluation.results import TSV_COLUMNS as WER_COLUMNS
 from omnicli.evaluation.runner import run_facts
 from omnicli.evaluation.scorers.base import Scorer
+from omnicli.evaluation.summaries import EvalSummary
 
 METRICS = ("wer", "sim", "mos")
 RESULTS_TSV = "eval_results.tsv"
 RESULTS_JSONL = "eval_results.jsonl"
 SUMMARY_JSON = "eval_summary.json"
-_TAIL = ("reasons", "retained", "error")
+_TAIL = ("notes", "reasons", "retained", "error")
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:
@@ -59,7 +59,7 @@ class EvalPlan:
 @dataclass
 class EvalOutcome:
     wer_run: object | None  # evaluation.runner.EvalRun
-    audio_run: object | None  # scorers.runner.AudioRun
+    audio_run: object | None  # scorers.score_folder.AudioRun
     wall_seconds: float
     started_at: str
 
@@ -69,7 +69,7 @@ def run_eval(
     on_wer: Callable | None = None, on_audio: Callable | None = None,
 ) -> EvalOutcome:
     from omnicli.evaluation.runner import evaluate
-    from omnicli.evaluation.scorers.runner import score_audio
+    from omnicli.evaluation.scorers.score_folder import score_audio
 
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -125,6 +125,7 @@ def merge_rows(outcome: EvalOutcome) -> list[dict]:
             for metric in {d["metric"] for d in outcome.audio_run.scorers}:
                 row[f"{metric}_error"] = a.errors.get(metric)
                 row[f"{metric}_cpu_s"] = a.cpu_s.get(metric)
+            row["notes"] = list(dict.fromkeys([*(row.get("notes") or []), *a.notes]))
             row["reasons"] = list(row.get("reasons") or []) + [r for r in a.reasons if r not in (row.get("reasons") or [])]
             row["retained"] = row.get("retained") or a.retained
             row["error"] = row.get("error") or a.error
@@ -141,6 +142,12 @@ def build_eval_summary(
     summary: dict = {"metrics": list(metrics)}
     summary.update(wer_summary or {})
     summary.update(audio_summary or {})
+    if outcome.audio_run is not None:
+        notes = {utt: list(n) for utt, n in (summary.get("notes") or {}).items()}
+        for r in outcome.audio_run.results:
+            if r.notes:
+                notes[r.utt] = list(dict.fromkeys([*notes.get(r.utt, []), *r.notes]))
+        summary["notes"] = notes
     if outcome.audio_run is not None and wer_summary is None:
         results = outcome.audio_run.results
         missing = [r for r in results if r.status == EvalStatus.MISSING]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.atomic import write_json_atomic, write_text_atomic
-from omnicli.evaluation.result_models import EvalSummary
+from omnicli.evaluation.summaries import EvalSummary
 from omnicli.evaluation.wer import UttScore
 
 
@@ -49,7 +49,7 @@ SUMMARY_JSON = "wer_summary.json"
 # The seed-tts-eval columns first, then ours.
 TSV_COLUMNS = (
     "utt", "wer", "ref", "hyp", "ins", "del", "sub", "status",
-    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "reasons", "retained", "error",
+    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "notes", "reasons", "retained", "error",
 )
 
 
@@ -75,6 +75,7 @@ class WerResult:
     over_30s: bool = False  # longer than Whisper's 30 s window
     truncated: bool = False  # cut to the first 30 s before ASR (what the backend saw)
     asr_s: float | None = None  # ASR wall time, the batch's time shared evenly
+    notes: list[str] = field(default_factory=list)  # what the scores cannot show (omnicli.evaluation.clips)
     reasons: list[str] = field(default_factory=list)  # retention reasons (asr_mismatch, asr_empty)
     retained: str | None = None  # path of the retained wav, when retention is on
     error: str | None = None
@@ -95,7 +96,7 @@ class WerResult:
             "del": self.dele, "sub": self.sub, "status": EvalStatus(self.status).value, "ref_norm": self.ref_norm,
             "hyp_norm": self.hyp_norm, "ref_words": self.ref_words, "audio_s": self.audio_s,
             "over_30s": self.over_30s, "truncated": self.truncated, "asr_s": self.asr_s,
-            "reasons": list(self.reasons), "retained": self.retained, "error": self.error,
+            "notes": list(self.notes), "reasons": list(self.reasons), "retained": self.retained, "error": self.error,
         }
         values.update(substitutions=self.substitutions, deletions=self.deletions, insertions=self.insertions)
         return values

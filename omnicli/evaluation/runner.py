@@ -19,8 +19,9 @@ import numpy as np
 import soundfile as sf
 
 from omnicli import __version__
-from omnicli.audio import AudioError, load_audio, load_mono, resample, to_mono
-from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, WINDOW_SAMPLES, AsrBackend
+from omnicli.audio import AudioError
+from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, AsrBackend
+from omnicli.evaluation.clips import MAX_CLIP_SECONDS, Clip, load_clip
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import EvalStatus, WerResult
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
@@ -57,14 +58,10 @@ class _Pending:
     clip: np.ndarray  # the exact ASR input: 16 kHz mono, cut to 30 s when the backend needs it
 
 
-def load_asr_input(path: Path, truncate: bool) -> tuple[np.ndarray, float, bool]:
-    """Returns (16 kHz mono float32 clip, original duration s, truncated). Raises AudioError."""
-    pcm, sr = load_audio(path)
-    mono = to_mono(pcm)
-    duration = mono.shape[0] / sr
-    clip = resample(mono, sr, SAMPLE_RATE)
-    cut = truncate and clip.shape[0] > WINDOW_SAMPLES
-    return (clip[:WINDOW_SAMPLES] if cut else clip), duration, cut
+def load_asr_input(path: Path, truncate: bool) -> Clip:
+    """The ASR input: 16 kHz mono, cut to Whisper's 30 s window when `truncate`, else to
+    MAX_CLIP_SECONDS (memory stays bounded for any file). Raises AudioError."""
+    return load_clip(path, path.parent, max_seconds=WINDOW_S if truncate else MAX_CLIP_SECONDS)
 
 
 def _is_empty_audio(path: Path) -> bool:
@@ -118,7 +115,7 @@ class _Evaluator:
     def retain(self, result: WerResult, clip: np.ndarray | None) -> None:
         if clip is None:  # cached transcripts: the best available stand-in is the generated wav at 16 kHz
             try:
-                clip = load_mono(self.wav_for(result.utt), SAMPLE_RATE)
+                clip = load_clip(self.wav_for(result.utt), self.gen_dir).pcm
             except AudioError as exc:
                 log.warning("%s: not retained, audio unavailable (%s)", result.utt, exc)
                 return
@@ -192,12 +189,13 @@ def evaluate(
             ev.done(index, result)
             continue
         try:
-            clip, result.audio_s, result.truncated = load_asr_input(wav, backend.truncates_to_window)
+            loaded = load_asr_input(wav, backend.truncates_to_window)
         except AudioError as exc:
             result.status = EvalStatus.EMPTY_AUDIO if _is_empty_audio(wav) else EvalStatus.UNREADABLE
             result.error = str(exc)
             ev.done(index, result)
             continue
+        clip, result.audio_s, result.truncated, result.notes = loaded.pcm, loaded.duration_s, loaded.truncated, loaded.notes
         result.over_30s = result.audio_s > WINDOW_S
         if clip.shape[0] == 0:  # resampling a few samples can leave none
             result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
@@ -310,6 +308,7 @@ def build_wer_summary(
         "num_above_threshold": sum(1 for r in scored if r.wer is not None and r.wer > threshold),
         "num_over_30s": sum(1 for r in results if r.over_30s),
         "num_truncated": sum(1 for r in results if r.truncated),
+        "notes": {r.utt: list(r.notes) for r in results if r.notes},
         "key_notes": KEY_NOTES,
         "units": "percent (x 100, rounded to 3 decimals) for every WER figure; per-utterance rows hold fractions",
         "high_wer_cut": HIGH_WER,

@@ -18,10 +18,11 @@ import json
 import os
 from pathlib import Path
 
+from omnicli.errors import UsageError
 from omnicli.evaluation.results import NO_TRANSCRIPT_STATUSES
 
 
-class TranscriptsError(ValueError):
+class TranscriptsError(UsageError, ValueError):
     """The transcripts file cannot be used; the message names file and line."""
 
 

@@ -85,7 +85,7 @@ def reference_instance(module, talker: Path, codec_model, language: str = neutts
     ref.streaming_stride_samples = ref.streaming_frames_per_chunk * ref.hop_length
     ref._is_quantized_model, ref._is_onnx_codec, ref._seed, ref.watermarker = False, False, 0, None
     ref.input_format = "phonemes"
-    ref.tokenizer = AutoTokenizer.from_pretrained(str(talker))
+    ref.tokenizer = AutoTokenizer.from_pretrained(str(talker), local_files_only=True, trust_remote_code=False)
     with contextlib.redirect_stdout(sys.stderr):
         ref._load_phonemizer(language, None)
     ref.codec = _CodecShim(codec_model)

@@ -121,7 +121,7 @@ def check_prompt_ids(s: Setup) -> list[Check]:
     from transformers import AutoTokenizer
 
     model = s.ref[0].OrpheusModel.__new__(s.ref[0].OrpheusModel)  # no vLLM engine: only its prompt builder
-    model.tokeniser = AutoTokenizer.from_pretrained(str(s.talker))
+    model.tokeniser = AutoTokenizer.from_pretrained(str(s.talker), local_files_only=True, trust_remote_code=False)
 
     def theirs(text: str, voice: str) -> list[int]:
         return model.tokeniser(model._format_prompt(text, voice=voice), add_special_tokens=False).input_ids
@@ -258,7 +258,7 @@ def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) ->
     from transformers import AutoTokenizer
 
     pretrained = orpheus.OrpheusAdapter(talker, codec_dir, options={"codec_noise": False, "mode": "pretrained"})
-    tokenizer = AutoTokenizer.from_pretrained(str(talker))
+    tokenizer = AutoTokenizer.from_pretrained(str(talker), local_files_only=True, trust_remote_code=False)
     # Half a second of silence then loud noise: silent frames repeat their codes (they are
     # dropped) and noisy ones mostly do not, so the de-duplication is exercised both ways.
     rate = codec.sample_rate

@@ -7,10 +7,14 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from omnicli.errors import UsageError
 
-class ProfileError(Exception):
+
+class ProfileError(UsageError):
     """A profile could not be loaded. Each problem names the file (and line),
     the dotted key and the reason; `problems` holds them one by one."""
+
+    headline = "profile error"
 
     def __init__(self, problems: str | Sequence[str]):
         self.problems = [problems] if isinstance(problems, str) else list(problems)

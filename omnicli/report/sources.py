@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from omnicli.errors import UsageError
-from omnicli.evaluation.result_models import EvalSummary
+from omnicli.evaluation.summaries import EvalSummary
 from omnicli.synth_results import SynthResult, SynthSummary
 
 MAX_DEPTH = 4  # OUT/<pass>/eval/ is three levels below a bench --audio-out folder

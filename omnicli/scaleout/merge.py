@@ -25,9 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from omnicli.atomic import link_or_copy_atomic, write_text_atomic
+from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
+from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
-from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, select_shard
+from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
 from omnicli.synth_results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 from omnicli.synthesis import (
     RESULTS,
@@ -36,14 +37,14 @@ from omnicli.synthesis import (
     OutputLock,
     build_synth_summary,
     input_digest,
-    last_results,
+    latest_result_lines,
     tidy_out_dir,
     wav_matches,
     write_summary,
 )
 
 
-class MergeError(ValueError):
+class MergeError(UsageError, ValueError):
     """The folders cannot be merged as asked (bad input): nothing was written."""
 
 
@@ -133,9 +134,10 @@ def _same_file(a: str, b: str) -> bool:
 
 def check_rows_match(shards: list[ShardFolder], manifest: Manifest) -> dict[int, Manifest]:
     """Each shard's share of the manifest, after checking it is the share that shard ran."""
+    split = split_manifest(manifest, shards[0].spec.count)  # check_shards made sure there is one N
     shares = {}
     for s in shards:
-        share = select_shard(manifest, s.spec)
+        share = split[s.spec.index]
         if (len(share.rows), len(share.errors)) != (s.summary.num_rows, s.summary.num_invalid_rows):
             raise MergeError(
                 f"{s.path}: shard {s.spec} ran {s.summary.num_rows} row(s) and {s.summary.num_invalid_rows} invalid row(s), "
@@ -208,26 +210,31 @@ def merge_shards(
 def write_results(out: Path, taken: list[SynthResult]) -> None:
     """OUT's results.jsonl: its own rows, each replaced by a shard's row for the same utt
     when there is one; written once, atomically (not a line and an fsync per row)."""
-    rows = last_results(out)
-    rows.update((result.utt, result) for result in taken)
-    write_text_atomic(out / RESULTS, "".join(result.to_line() + "\n" for result in rows.values()))
+    rows = latest_result_lines(out)
+    rows.update((result.utt, (result.to_line() + "\n").encode("utf-8")) for result in taken)
+    write_bytes_atomic(out / RESULTS, b"".join(rows.values()))
 
 
 def _take_rows(shard: ShardFolder, rows: list[ManifestRow], out: Path, report: MergeReport) -> list[SynthResult]:
     """Links the wavs of the shard's rows that can be taken into OUT; returns those rows."""
     taken = []
-    latest = last_results(shard.path)
+    latest = latest_result_lines(shard.path)
     owned = {row.utt for row in rows}
     report.foreign += sum(1 for utt in latest if utt not in owned)
     for row in rows:
-        result = latest.get(row.utt)
-        if result is None:
+        line = latest.pop(row.utt, None)
+        if line is None:
             continue  # pending in the shard: pending in OUT
-        if result.input_digest not in ("", input_digest(row)):
-            report.not_taken.append(f"{shard.path}: {row.utt}: made from an earlier version of {row.where}")
+        result = SynthResult.model_validate_json(line)
+        if result.input_digest != input_digest(row):
+            why = "made from an earlier version of" if result.input_digest else "no input digest to check it against"
+            report.not_taken.append(f"{shard.path}: {row.utt}: {why} {row.where}")
             continue
         if result.status == Status.OK:
-            wav = shard.path / f"{row.utt}.wav"
+            wav, refused = shard_wav(shard.path, row.utt)
+            if refused:
+                report.not_taken.append(f"{shard.path / (row.utt + '.wav')}: {refused}")
+                continue
             if not wav_matches(wav, result.audio_seconds):
                 report.not_taken.append(f"{wav}: missing or damaged")
                 continue
@@ -238,6 +245,23 @@ def _take_rows(shard: ShardFolder, rows: list[ManifestRow], out: Path, report: M
         taken.append(result)
     report.rows_taken += len(taken)
     return taken
+
+
+def shard_wav(folder: Path, utt: str) -> tuple[Path, str | None]:
+    """The regular file `folder/<utt>.wav` stands for: itself, or where its symlinks lead
+    when that is inside `folder`; else (path, why it is refused)."""
+    wav = folder / f"{utt}.wav"
+    if not wav.is_symlink():
+        return wav, None
+    try:
+        target = wav.resolve(strict=True)
+    except (OSError, RuntimeError):  # dangling, or a loop
+        return wav, "a symlink that leads nowhere"
+    if not target.is_relative_to(folder.resolve()):
+        return wav, f"a symlink to {target}, outside the shard folder"
+    if not target.is_file():
+        return wav, f"a symlink to {target}, not a regular file"
+    return target, None
 
 
 @dataclass(frozen=True)

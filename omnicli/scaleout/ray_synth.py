@@ -1,18 +1,18 @@
 """`omni synth --ray`: the rows a synth run has to do, through a pool of engine actors.
 
-    driver (`omni synth --ray`)                 actor (one Engine each, on any node)
-      holds OUT's lock, plans the resume          checks the driver's probe file in OUT
-      writes a probe file into OUT                starts its Engine from the driver's profile
+    coordinator (`omni synth --ray`)            actor (one Engine each, on any node)
+      holds OUT's lock, plans the resume          checks the coordinator's probe file in OUT
+      writes a probe file into OUT                starts its Engine from the coordinator's profile
       rows -> Ray Data, one JSON string each      per batch of rows: `SynthRun.drive_rows`
       polls the board every POLL_S:                 (wav written atomically into OUT), and
         appends new results to results.jsonl        reports each result to the board at once
         feeds the progress bar                    a dead engine: the actor exits, Ray restarts
       writes summary.json (the command)             it and retries its batch (capped)
 
-The board (`ProgressBoard`, a CPU-less actor) is how rows reach the driver one
+The board (`ProgressBoard`, a CPU-less actor) is how rows reach the coordinator one
 by one: rows returned by a Ray Data UDF arrive in batches, seconds late. It
 keeps the first result of each utterance, so a batch retried after an engine
-death neither redoes nor re-records the rows it had finished. The driver is the
+death neither redoes nor re-records the rows it had finished. The coordinator is the
 only writer of results.jsonl and summary.json; resume needs no Ray Data
 checkpoint, since results.jsonl is the checkpoint.
 """
@@ -30,23 +30,27 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.atomic import JsonlAppender
 from omnicli.driver import STOP_GRACE_S
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 from omnicli.scaleout.cluster import EngineResources, RayCluster
-from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, write_probe
+from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, remove_stale_probes, write_probe
 from omnicli.synth_results import SynthResult
+
+if TYPE_CHECKING:
+    from omnicli.engine.request import EngineLike
+    from omnicli.profile import ResolvedProfile
 from omnicli.synthesis import RESULTS, SynthRun, tidy_out_dir
 
-POLL_S = 0.25  # how often the driver collects finished rows, and actors look for a stop
-STOP_SLACK_S = 10.0  # after a stop, beyond the grace period: how long the driver waits for actors to return
+POLL_S = 0.25  # how often the coordinator collects finished rows, and actors look for a stop
+STOP_SLACK_S = 10.0  # after a stop, beyond the grace period: how long the coordinator waits for actors to return
 ROW = "row"  # the one column of the dataset: each manifest row as a JSON string (Arrow would coerce all-None columns)
 
 
@@ -69,9 +73,9 @@ def row_from_json(text: str) -> ManifestRow:
     return ManifestRow(**d)
 
 
-# -- the board: finished rows and events, from actors to the driver ---------------------
+# -- the board: finished rows and events, from actors to the coordinator ---------------------
 class Event:
-    """What an actor tells the driver besides results (`ProgressBoard.event`)."""
+    """What an actor tells the coordinator besides results (`ProgressBoard.event`)."""
 
     STARTED = "started"  # an engine is ready: message says where and how fast
     NOT_SHARED = "not_shared"  # a worker cannot see OUT: the run stops, exit 2
@@ -81,7 +85,7 @@ class Event:
 
 
 class ProgressBoard:
-    """Finished rows and events posted by actors, collected by the driver (`take`).
+    """Finished rows and events posted by actors, collected by the coordinator (`take`).
 
     Pure bookkeeping (no Ray): `RaySynthRun` runs it as a Ray actor with no CPU.
     The first result of an utterance counts; a retried batch reporting it again
@@ -90,7 +94,7 @@ class ProgressBoard:
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
-        self._new: list[str] = []  # results (JSON lines) not yet taken by the driver
+        self._new: list[str] = []  # results (JSON lines) not yet taken by the coordinator
         self._events: list[tuple[str, str]] = []
         self._pending: set[str] = set()  # cut off in flight by a stop or an engine death
         self._stop = False
@@ -133,18 +137,18 @@ class ProgressBoard:
 # -- the actor ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ActorSpec:
-    """What every engine actor needs, sent once by the driver (must pickle)."""
+    """What every engine actor needs, sent once by the coordinator (must pickle)."""
 
     resolved: Any  # the ResolvedProfile: the same settings, digest and platform on every node
     out_dir: Path
-    probe: Path  # the driver's probe file in out_dir (shared storage check)
+    probe: Path  # the coordinator's probe file in out_dir (shared storage check)
     concurrency: int = 8
     max_new_tokens: int | None = None
     keep_failed: Path | None = None  # retained audio goes here (must be shared storage too)
     grace_s: float = STOP_GRACE_S
 
 
-def _start_engine(resolved):
+def _start_engine(resolved: ResolvedProfile) -> Awaitable[EngineLike]:
     from omnicli.engine.backends import start_engine
 
     return start_engine(resolved)
@@ -195,7 +199,7 @@ class SynthActor:
         except EngineError as exc:
             ray.get(board.event.remote(Event.START_FAILED, f"on {self.host}: {exc}"))
             raise
-        device, seconds = getattr(self.engine, "device", "?"), getattr(self.engine, "startup_seconds", 0.0)
+        device, seconds = self.engine.device, self.engine.startup_seconds
         ray.get(board.event.remote(Event.STARTED, f"{self.host} ({device}) in {seconds:.1f}s"))
 
     def _on_loop(self, coro) -> Future:
@@ -235,7 +239,7 @@ class SynthActor:
 
         watcher = asyncio.create_task(watch_stop())
         try:
-            # Fire and forget: the driver appends each row as soon as the board has it.
+            # Fire and forget: the coordinator appends each row as soon as the board has it.
             await run.drive_rows(rows, keep=lambda result: reports.append(self.board.report.remote(result.to_line())))
         finally:
             watcher.cancel()
@@ -245,7 +249,7 @@ class SynthActor:
         return bool(await asyncio.wrap_future(self.board.stopping.remote().future()))
 
 
-# -- the driver -------------------------------------------------------------------------------
+# -- the coordinator -------------------------------------------------------------------------------
 @dataclass
 class RayOutcome:
     """How the actor pool's run ended, beyond the results (set by `RaySynthRun.run`)."""
@@ -255,7 +259,7 @@ class RayOutcome:
 
 
 class RaySynthRun:
-    """The driver of `omni synth --ray`: the same interface as `SynthRun` to the
+    """The coordinator of `omni synth --ray`: the same interface as `SynthRun` to the
     command and `build_synth_summary` (results, engine_error, output_error,
     left_pending, wall_seconds, stop, grace_s), with the engines in Ray actors.
 
@@ -309,6 +313,7 @@ class RaySynthRun:
         assert ray is not None, "open the RayCluster first"
         self.out_dir.mkdir(parents=True, exist_ok=True)
         tidy_out_dir(self.out_dir)
+        remove_stale_probes(self.out_dir)  # left by a driver killed with kill -9
         probe = write_probe(self.out_dir)
         board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         t0 = time.perf_counter()
@@ -459,7 +464,7 @@ def _consume(dataset, failure: list[BaseException]) -> None:
     try:
         for _ in dataset.iter_batches(batch_size=None):
             pass
-    except BaseException as exc:  # reported by the driver thread
+    except BaseException as exc:  # reported by the coordinator thread
         failure.append(exc)
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from omnicli.atomic import iter_jsonl
+from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, RowError
 
 # omnicli.synthesis.SUMMARY and RESULTS; not imported from there, so that `omni --help`
@@ -28,7 +30,10 @@ SUMMARY = "summary.json"
 RESULTS = "results.jsonl"
 
 
-class ShardSpecError(ValueError):
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class ShardSpecError(UsageError, ValueError):
     """A --shard value that is not `I/N` with 0 <= I < N."""
 
 
@@ -42,10 +47,10 @@ class ShardSpec:
         index_text, slash, count_text = text.strip().partition("/")
         if not slash:
             raise ShardSpecError(f"{text!r} is not I/N (shard I of N, counting from 0, e.g. 0/4)")
-        try:
-            index, count = int(index_text), int(count_text)
-        except ValueError:
-            raise ShardSpecError(f"{text!r}: I and N must be whole numbers (shard I of N, e.g. 0/4)") from None
+        # ASCII digits only: int() would also read "1_0" as 10, "+1", and digits of other scripts.
+        if not (_DIGITS.fullmatch(index_text) and _DIGITS.fullmatch(count_text)):
+            raise ShardSpecError(f"{text!r}: I and N must be whole numbers written with the digits 0-9 (shard I of N, e.g. 0/4)")
+        index, count = int(index_text), int(count_text)
         if count < 1:
             raise ShardSpecError(f"{text!r}: N must be at least 1")
         if not 0 <= index < count:
@@ -79,6 +84,18 @@ def select_shard(manifest: Manifest, spec: ShardSpec | None) -> Manifest:
         [row for row in manifest.rows if spec.owns(row.utt)],
         [error for error in manifest.errors if spec.owns(error_key(error))],
     )
+
+
+def split_manifest(manifest: Manifest, count: int) -> list[Manifest]:
+    """Every shard's rows (and invalid rows) of `manifest` at once: one hash per row, however
+    many shards (select_shard per shard would hash every row N times)."""
+    rows: list[list] = [[] for _ in range(count)]
+    errors: list[list] = [[] for _ in range(count)]
+    for row in manifest.rows:
+        rows[shard_of(row.utt, count)].append(row)
+    for error in manifest.errors:
+        errors[shard_of(error_key(error), count)].append(error)
+    return [Manifest(manifest.path, r, e) for r, e in zip(rows, errors)]
 
 
 def recorded_shard(out_dir: Path) -> tuple[bool, str | None]:

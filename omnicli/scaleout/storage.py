@@ -1,8 +1,9 @@
 """Is the output folder shared storage? Workers write wavs straight into it, so on a
-cluster every engine's node must see the same folder as the driver."""
+cluster every engine's node must see the same folder as the coordinator."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -12,7 +13,7 @@ PROBE_PREFIX = ".omni-probe-"
 
 
 class StorageNotShared(RuntimeError):
-    """A worker cannot see the driver's output folder."""
+    """A worker cannot see the coordinator's output folder."""
 
 
 def write_probe(out_dir: Path) -> Path:
@@ -23,12 +24,23 @@ def write_probe(out_dir: Path) -> Path:
 
 
 def check_probe(probe: Path) -> None:
-    """Run on a worker: StorageNotShared unless the driver's probe file is visible here."""
+    """Run on a worker: StorageNotShared unless the coordinator's probe file is visible here."""
     if not probe.is_file():
         raise StorageNotShared(
-            f"node {socket.gethostname()} cannot see {probe.parent} (the driver's probe file {probe.name} is missing): "
+            f"node {socket.gethostname()} cannot see {probe.parent} (the coordinator's probe file {probe.name} is missing): "
             "--out must be on storage shared by every node (NFS, a cluster file system)"
         )
+
+
+def remove_stale_probes(out_dir: Path) -> int:
+    """Removes probe files a killed driver left (call holding OUT's lock: no other run's
+    probe can be live). Returns how many."""
+    removed = 0
+    for probe in out_dir.glob(f"{PROBE_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            probe.unlink()
+            removed += 1
+    return removed
 
 
 def remove_probe(probe: Path) -> None:

@@ -32,6 +32,7 @@ class ModelAdapter(ABC):
     uses_reference: bool = True  # False: the prompt ignores reference audio (it is not encoded)
     uses_voice: bool = False  # True: a request's named `voice` goes into the prompt
     ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
+    max_ref_samples: int  # longest reference audio the encoder takes (set by each adapter)
     windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod

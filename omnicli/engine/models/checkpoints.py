@@ -17,10 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnicli.engine.request import EngineError
+from omnicli.errors import EXIT_USAGE
 
 
 class CheckpointMissing(EngineError):
-    """A checkpoint the profile names is not on disk, or lacks files."""
+    """A checkpoint the profile names is not on disk, or lacks files.
+
+    An EngineError, as the engine raises it when it loads a family; but the
+    CLI finds it before any engine starts, so it ends the command as bad usage."""
+
+    exit_code = EXIT_USAGE
+    headline = "checkpoint missing"
+    message_below = True  # one line per place looked
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,11 @@ def load_neucodec(folder: Path, *, dtype: str = "float32"):
     """(model, feature function) from a folder in transformers' NeuCodec layout."""
     from transformers import NeuCodecModel
 
-    model = NeuCodecModel.from_pretrained(str(folder), dtype=getattr(torch, dtype)).eval()
+    from omnicli.model_files import refuse_remote_code
+
+    refuse_remote_code(folder)  # and trust_remote_code=False: transformers never runs the folder's code
+    model = NeuCodecModel.from_pretrained(
+        str(folder), dtype=getattr(torch, dtype), local_files_only=True, trust_remote_code=False).eval()
     return model, EncoderFeatures(model.config.input_sampling_rate, model.config.encoder_hop_length)
 
 

@@ -13,7 +13,7 @@ reference decoder can then be compared bit for bit.
 
 from __future__ import annotations
 
-import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +60,11 @@ def load_snac(folder: Path, *, noise: bool = True, dtype: str = "float32") -> nn
     """SNAC from a folder in the published layout (config.json + pytorch_model.bin)."""
     from snac import SNAC
 
-    config = json.loads((folder / CONFIG_FILE).read_text())
+    from omnicli.model_files import ModelFileError, read_json
+
+    config = read_json(folder / CONFIG_FILE)
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{folder / CONFIG_FILE}: not a JSON object; the file is damaged")
     model = SNAC(**config)
     weights = next(folder / f for f in WEIGHTS_FILES if (folder / f).is_file())
     if weights.suffix == ".safetensors":
@@ -68,7 +72,15 @@ def load_snac(folder: Path, *, noise: bool = True, dtype: str = "float32") -> nn
 
         state = load_file(str(weights))
     else:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        try:  # weights_only: a pickle holding anything but tensors is refused, never run
+            state = torch.load(weights, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            why = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
+            raise ModelFileError(
+                f"{weights}: refused: the pickle holds Python objects beyond plain tensors, which omni never "
+                f"loads (torch.load weights_only=True: {why}); use the published weights or a .safetensors file"
+            ) from None
     model.load_state_dict(state)
     if not noise:
         drop_noise(model)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from omnicli.errors import UsageError
+
 SAMPLE_RATE = 16_000  # every backend gets 16 kHz mono float32 in [-1, 1]
 WINDOW_S = 30.0  # Whisper's single decoding window
 WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
@@ -28,7 +30,7 @@ class AsrError(RuntimeError):
     """ASR could not be set up or run (a broken checkpoint, a runtime failure)."""
 
 
-class AsrSetupError(AsrError):
+class AsrSetupError(AsrError, UsageError):
     """The request itself cannot be met: unknown backend, model not on this
     machine, package not installed, CUDA asked for but absent. A usage error."""
 

@@ -34,7 +34,8 @@ class ParaformerBackend(AsrBackend):
         except Exception as exc:
             raise AsrSetupError(f"funasr is not installed or cannot be imported ({exc}); pip install funasr") from exc
         try:
-            self._model = AutoModel(model=model, device=device, disable_update=True, disable_pbar=True)
+            self._model = AutoModel(model=model, device=device, disable_update=True, disable_pbar=True,
+                                    trust_remote_code=False)  # never the model folder's own code
         except Exception as exc:
             raise AsrError(f"funasr could not load {model}: {exc}") from exc
 

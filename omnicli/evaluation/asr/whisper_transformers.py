@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -12,7 +13,8 @@ from omnicli.evaluation.asr.base import SAMPLE_RATE, WHISPER_GREEDY_SETTINGS, As
 class TransformersWhisperBackend(AsrBackend):
     """`WhisperProcessor` (pads/cuts to 30 s) + `generate`, greedy
     (num_beams 1, no sampling), language and task forced, fp32 as in
-    seed-tts-eval. Loaded with `local_files_only=True`."""
+    seed-tts-eval. Loaded with `local_files_only=True` and `trust_remote_code=False`
+    (a folder whose config names its own code is refused first, omnicli.model_files)."""
 
     backend = "transformers"
 
@@ -25,12 +27,19 @@ class TransformersWhisperBackend(AsrBackend):
             raise AsrSetupError(f"transformers cannot be imported here: {exc}") from exc
         from transformers.utils import logging as hf_logging
 
+        from omnicli.model_files import ModelFileError, refuse_remote_code
+
+        try:
+            refuse_remote_code(Path(model))
+        except ModelFileError as exc:
+            raise AsrSetupError(str(exc)) from None
         hf_logging.set_verbosity_error()  # per-call deprecation chatter would bury the progress bar
         hf_logging.disable_progress_bar()
         try:
-            self._processor = WhisperProcessor.from_pretrained(model, local_files_only=True)
+            # trust_remote_code=False: transformers never runs the folder's code nor asks on stdin.
+            self._processor = WhisperProcessor.from_pretrained(model, local_files_only=True, trust_remote_code=False)
             self._model = WhisperForConditionalGeneration.from_pretrained(
-                model, local_files_only=True, dtype=torch.float32
+                model, local_files_only=True, trust_remote_code=False, dtype=torch.float32
             ).to(device)
         except Exception as exc:
             raise AsrError(f"transformers could not load Whisper from {model}: {exc}") from exc

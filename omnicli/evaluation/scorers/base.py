@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from omnicli.errors import UsageError
+
 SAMPLE_RATE = 16_000  # every scorer gets 16 kHz mono float32
 
 
@@ -22,7 +24,7 @@ class ScorerError(RuntimeError):
     """A scorer could not be set up or run (a broken checkpoint, a runtime failure)."""
 
 
-class ScorerSetupError(ScorerError):
+class ScorerSetupError(ScorerError, UsageError):
     """The request itself cannot be met: unknown backend, weights not on this
     machine, package not installed. A usage error."""
 
@@ -41,6 +43,7 @@ class Scorer(ABC):
     backend: str = ""
     keys: tuple[str, ...] = ()
     needs_reference: bool = False
+    min_seconds: float = 0.0  # shorter clips get a reason instead of a score
 
     @abstractmethod
     def score(self, items: Sequence[ScoreItem]) -> list[dict[str, float]]:

@@ -5,11 +5,13 @@ Backends (`--mos BACKEND[:MODEL][,BACKEND...]`), all offline:
     dnsmos    Microsoft DNSMOS (SIG/BAK/OVRL + P.808), ONNX bundled in `speechmos` (default)
     utmos[:/path/utmos.ts]
               a TorchScript UTMOS predictor (16 kHz wave [B, T] -> score [B]) from a local file,
-              default $OMNI_CACHE_DIR/models/utmos/utmos22_strong.ts
+              default $OMNI_CACHE_DIR/models/utmos/utmos22_strong.ts; loaded only when the user
+              trusts it (`omni eval --trust-torchscript`): a TorchScript file is a program
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +26,10 @@ DNSMOS_KEYS = ("dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak", "dnsmos_p808")
 # DNSMOS judges 9.01 s windows moved by 1 s and averages them (the published scoring recipe).
 _WINDOW = int(9.01 * SAMPLE_RATE)
 _HOP = SAMPLE_RATE
+# ONNX holds ~115 MB of activations per window in a call: at most this many per call bounds a
+# scorer's memory (~550 MB) whatever the batch or clip length (was: every window of a batch at once).
+WINDOWS_PER_CALL = 4
+MIN_MOS_SECONDS = 0.5  # a shorter clip (a click, one sample) gets a reason, not a MOS
 # Third-order fits that map the SIG/BAK/OVRL network outputs onto the MOS scale (non-personalised model).
 _POLY_SIG = np.poly1d([-0.08397278, 1.22083953, 0.0052439])
 _POLY_BAK = np.poly1d([-0.13166888, 1.60915514, -0.39604546])
@@ -46,6 +52,7 @@ class DnsmosScorer(Scorer):
     metric = "mos"
     backend = "dnsmos"
     keys = DNSMOS_KEYS
+    min_seconds = MIN_MOS_SECONDS
 
     def __init__(self, threads: int | None = None):
         try:
@@ -80,9 +87,13 @@ class DnsmosScorer(Scorer):
     def score(self, items: Sequence[ScoreItem]) -> list[dict[str, float]]:
         per_item = [dnsmos_windows(item.clip) for item in items]
         windows = [w for ws in per_item for w in ws]
-        # All windows of the batch go through each network in one call.
-        raw = self._primary.run(None, {"input_1": np.stack(windows)})[0]
-        p808 = self._p808.run(None, {"input_1": np.stack([self._p808_features(w) for w in windows])})[0][:, 0]
+        raw_parts, p808_parts = [], []
+        for start in range(0, len(windows), WINDOWS_PER_CALL):
+            part = windows[start:start + WINDOWS_PER_CALL]
+            raw_parts.append(self._primary.run(None, {"input_1": np.stack(part)})[0])
+            features = np.stack([self._p808_features(w) for w in part])
+            p808_parts.append(self._p808.run(None, {"input_1": features})[0][:, 0])
+        raw, p808 = np.concatenate(raw_parts), np.concatenate(p808_parts)
         out, start = [], 0
         for ws in per_item:
             part = slice(start, start + len(ws))
@@ -95,6 +106,9 @@ class DnsmosScorer(Scorer):
                 "dnsmos_p808": round(float(np.mean(p808[part])), 4),
             })
         return out
+
+    def _warm_up(self, clip: np.ndarray) -> None:
+        self.score([ScoreItem("warm-up", np.resize(clip, _WINDOW))])  # one window (a short clip is repeated to 7)
 
     def describe(self) -> dict:
         return {
@@ -111,11 +125,22 @@ def default_utmos_path() -> Path:
     return cache_dir() / "models" / "utmos" / "utmos22_strong.ts"
 
 
-def locate_utmos(model: str | None) -> Path:
+def locate_utmos(model: str | None, *, trusted: bool = False) -> Path:
+    """The UTMOS file, when present and trusted (ScorerSetupError otherwise, before anything loads it)."""
     path = Path(model).expanduser() if model else default_utmos_path()
     if path.is_dir():
         raise ScorerSetupError(f"the utmos backend needs a TorchScript file, but {path} is a folder")
     if path.is_file():
+        if not trusted:
+            # No digest of a UTMOS export is published anywhere to check a file against, so
+            # only the user can vouch for one: TorchScript runs code (torch.from_file writes
+            # files) when loaded and when scoring.
+            raise ScorerSetupError(
+                f"refusing to load {path}: a TorchScript file is a program that runs when loaded and when "
+                "scoring (it can read and write files on this machine), and no digest is published to check "
+                "it against. If you exported it yourself or trust where it came from, pass "
+                "--trust-torchscript to omni eval (docs/eval.md)"
+            )
         return path
     raise ScorerSetupError(
         f"UTMOS model not on this machine: looked for {path} (offline, nothing is downloaded). UTMOS weights ship "
@@ -128,6 +153,7 @@ class UtmosScorer(Scorer):
     metric = "mos"
     backend = "utmos"
     keys = ("utmos",)
+    min_seconds = MIN_MOS_SECONDS
 
     def __init__(self, path: Path, device: str = "cpu"):
         import torch
@@ -139,6 +165,7 @@ class UtmosScorer(Scorer):
         self._torch = torch
         self.device = device
         self.path = path
+        self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()  # which file ran, in the summary
 
     def score(self, items: Sequence[ScoreItem]) -> list[dict[str, float]]:
         out = []
@@ -155,7 +182,7 @@ class UtmosScorer(Scorer):
     def describe(self) -> dict:
         return {
             "backend": "utmos",
-            "model": str(self.path),
+            "model": f"{self.path} (sha256 {self.sha256}, trusted by --trust-torchscript)",
             "comparable_to": "UTMOS (VoiceMOS 2022 strong learner) as vLLM-Omni's benchmark reports it, when the "
             "file is an export of that checkpoint; NOT DNSMOS",
         }
@@ -183,8 +210,8 @@ def parse_mos_specs(text: str) -> list[tuple[str, str | None]]:
     return specs
 
 
-def load_mos(text: str, device: str = "cpu") -> list[Scorer]:
-    """Locates every backend first (so a missing UTMOS fails before DNSMOS loads), then loads each once."""
+def load_mos(text: str, device: str = "cpu", *, trust_torchscript: bool = False) -> list[Scorer]:
+    """Locates every backend first (so a missing or untrusted UTMOS fails before DNSMOS loads), then loads each once."""
     specs = parse_mos_specs(text)
-    paths = {backend: locate_utmos(model) for backend, model in specs if backend == "utmos"}
+    paths = {backend: locate_utmos(model, trusted=trust_torchscript) for backend, model in specs if backend == "utmos"}
     return [DnsmosScorer() if backend == "dnsmos" else UtmosScorer(paths["utmos"], device) for backend, _ in specs]

@@ -22,6 +22,7 @@ import numpy as np
 
 from omnicli.audio import AudioError, load_mono
 from omnicli.evaluation.asr.locate import force_offline, looks_like_path
+from omnicli.evaluation.clips import MAX_CLIP_SECONDS
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer, ScorerError, ScorerSetupError, cosine
 
 DEFAULT_WAVLM = "microsoft/wavlm-base-plus-sv"
@@ -89,9 +90,12 @@ class WavLMEncoder(SpeakerEncoder):
         import torch
         from transformers import AutoFeatureExtractor, WavLMForXVector
 
+        _refuse_remote_code(path)
         try:
-            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
-            self._model = WavLMForXVector.from_pretrained(str(path), local_files_only=True).to(device).eval()
+            # trust_remote_code=False: transformers never runs the folder's code nor asks on stdin.
+            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+            self._model = WavLMForXVector.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False).to(device).eval()
         except Exception as exc:
             raise ScorerError(f"cannot load a WavLMForXVector checkpoint from {path}: {exc}") from None
         self._torch = torch
@@ -124,6 +128,7 @@ def locate_wavlm(model: str, cache_dir: str | Path | None = None) -> Path:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ScorerSetupError(f"{path} is not a transformers model folder (no config.json inside)")
+        _refuse_remote_code(path)
         return path
     if looks_like_path(model):
         raise ScorerSetupError(f"WavLM speaker-verification folder {path} not found (no such folder on this machine)")
@@ -132,7 +137,7 @@ def locate_wavlm(model: str, cache_dir: str | Path | None = None) -> Path:
 
     cache = str(cache_dir) if cache_dir is not None else str(constants.HF_HUB_CACHE)
     try:
-        return Path(snapshot_download(model, local_files_only=True, cache_dir=cache))
+        snapshot = Path(snapshot_download(model, local_files_only=True, cache_dir=cache))
     except Exception:
         raise ScorerSetupError(
             f"WavLM speaker-verification model {model!r} is not on this machine: looked in the Hugging Face cache "
@@ -140,6 +145,17 @@ def locate_wavlm(model: str, cache_dir: str | Path | None = None) -> Path:
             f"(huggingface-cli download {model}), set HF_HUB_CACHE, or pass a local folder with config.json, "
             "preprocessor_config.json and the weights (--sim wavlm:/path/to/folder)"
         ) from None
+    _refuse_remote_code(snapshot)
+    return snapshot
+
+
+def _refuse_remote_code(folder: Path) -> None:
+    from omnicli.model_files import ModelFileError, refuse_remote_code
+
+    try:
+        refuse_remote_code(folder)
+    except ModelFileError as exc:
+        raise ScorerSetupError(str(exc)) from None
 
 
 class SimScorer(Scorer):
@@ -162,7 +178,7 @@ class SimScorer(Scorer):
             cached = self._refs.get(key)
         if cached is None:
             try:
-                clip = load_mono(key, SAMPLE_RATE)
+                clip = load_mono(key, SAMPLE_RATE, max_seconds=MAX_CLIP_SECONDS)
                 if clip.shape[0] == 0:
                     raise ScorerError(f"reference audio {key} holds no samples")
                 cached = self.encoder.embed([clip])[0]

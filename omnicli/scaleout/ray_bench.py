@@ -1,11 +1,11 @@
 """`omni bench --ray`: N engines, one per Ray actor, running the same passes at the same time.
 
-The driver (`RayBench`) starts every engine first and waits until all are
+The coordinator (`RayBench`) starts every engine first and waits until all are
 ready; then each phase (the warmup, each round of each pass) is sent to all
 engines at once and the next starts only when every engine has finished it,
 so the engines' rounds overlap as on a fleet under N times the load. Each
 engine gets the whole load shape and prompt set. The records come back to
-the driver, which merges them (`omnicli.benchmark.engines`).
+the coordinator, which merges them (`omnicli.benchmark.engines`).
 
 Plain Ray actors, no Ray Data: the work is a few long phases, not a stream
 of rows. A bench engine is never restarted (a fresh engine mid-run would
@@ -18,13 +18,16 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.benchmark.engines import EnginePass, EnginesPass
 from omnicli.benchmark.session import BenchPlan, PassResult, ProfileRun, RoundResult, run_round, utc_now, warmup_phase
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
-from omnicli.engine.request import EngineDead
+from omnicli.engine.request import EngineDead, EngineLike
 from omnicli.scaleout.cluster import EngineResources
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 CLOSE_TIMEOUT_S = 60.0
 
@@ -48,11 +51,12 @@ class PhaseOutcome:
 class BenchWorker:
     """A Ray actor's body: one engine built from the resolved profile, driven a phase at a time."""
 
-    def __init__(self, resolved: Any, index: int, start_engine: Callable[[Any, int], Awaitable[Any]] | None = None):
+    def __init__(self, resolved: ResolvedProfile, index: int,
+                 start_engine: Callable[[ResolvedProfile, int], Awaitable[EngineLike]] | None = None):
         self.resolved = resolved
         self.index = index
         self.start_engine = start_engine  # (resolved profile, engine index) -> engine; the real Engine by default
-        self.engine: Any = None
+        self.engine: EngineLike | None = None
         self._stopping = False
         self._stop: asyncio.Event | None = None
         self._progress = (0, 0, 0.0)
@@ -74,10 +78,10 @@ class BenchWorker:
             return facts
         from omnicli.benchmark.report import machine_facts
 
-        device = str(getattr(self.engine, "device", ""))
+        device = self.engine.device
         facts.update(
-            model=str(getattr(self.engine, "model_name", "")), device=device, sample_rate=int(self.engine.sample_rate),
-            machine=machine_facts(device),  # this node's, not the driver's
+            model=self.engine.model_name, device=device, sample_rate=int(self.engine.sample_rate),
+            machine=machine_facts(device),  # this node's, not the coordinator's
         )
         return facts
 
@@ -93,7 +97,7 @@ class BenchWorker:
             )
         except EngineDead as exc:
             return PhaseOutcome(error=str(exc))
-        for rec in result.records:  # the driver holds the prompts; audio is not kept by a Ray bench
+        for rec in result.records:  # the coordinator holds the prompts; audio is not kept by a Ray bench
             rec.prompt = None
             rec.pcm = None
         return PhaseOutcome(result=result)
@@ -228,7 +232,7 @@ class RayBench:
             failed = sum(f for _, f in warm_counts)
             if failed:
                 self.observer.warning(f"{failed} warmup request(s) failed across the engines")
-        prompts_ref = self.ray.put(list(self.prompts))  # shipped once, read by every engine
+        prompts_ref = self.ray.put(self.prompts)  # shipped once, read by every engine
         for shape in self.plan.shapes:
             started_at = utc_now()
             rounds: list[list[RoundResult]] = [[] for _ in actors]

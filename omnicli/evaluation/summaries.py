@@ -107,6 +107,9 @@ class EvalSummary(WerFigures, SimFigures, MosFigures):
     model_config = ConfigDict(extra="allow", populate_by_name=True)  # further metrics may be added beside these
 
     metrics: list[Metric] = Field(["wer"], description="The metrics that ran (eval-wer: wer only, the key is absent).")
+    notes: dict[str, list[str]] | None = Field(
+        None, description="utt -> what its scores cannot show: cut to the length cap, a wav shorter than its header, "
+        "a symlink out of the folder (docs/eval.md).")
     num_utts: int
     num_missing: int
     num_failed: int

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from omnicli.audio import AudioError, load_audio, resample, to_mono
+from omnicli.audio import AudioError
+from omnicli.evaluation.clips import load_clip
 from omnicli.evaluation.results import EvalStatus
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
 from omnicli.retention import Reason, Retainer
@@ -39,6 +40,7 @@ class AudioResult:
     values: dict[str, float] = field(default_factory=dict)  # sim, dnsmos_*, utmos
     errors: dict[str, str] = field(default_factory=dict)  # metric -> why it has no value
     cpu_s: dict[str, float] = field(default_factory=dict)  # metric -> CPU seconds (the batch's shared evenly)
+    notes: list[str] = field(default_factory=list)  # what the scores cannot show (omnicli.evaluation.clips)
     reasons: list[str] = field(default_factory=list)
     retained: str | None = None
     error: str | None = None  # why the generated audio could not be scored at all
@@ -52,12 +54,6 @@ class AudioRun:
     wall_seconds: dict[str, float]  # metric -> wall seconds inside the scorers
     started_at: str
     wall_total: float
-
-
-def _load_clip(path: Path) -> tuple[np.ndarray, float]:
-    pcm, sr = load_audio(path)
-    mono = to_mono(pcm)
-    return resample(mono, sr, SAMPLE_RATE), mono.shape[0] / sr
 
 
 def _empty_file(path: Path) -> bool:
@@ -134,12 +130,13 @@ def score_audio(
             finish(index, result, None)
             continue
         try:
-            clip, result.audio_s = _load_clip(wav)
+            loaded = load_clip(wav, gen)
         except AudioError as exc:
             result.status = EvalStatus.EMPTY_AUDIO if _empty_file(wav) else EvalStatus.UNREADABLE
             result.error = str(exc)
             finish(index, result, None)
             continue
+        clip, result.audio_s, result.notes = loaded.pcm, loaded.duration_s, loaded.notes
         if clip.shape[0] == 0:
             result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
             finish(index, result, None)
@@ -174,7 +171,16 @@ def _timed(scorer: Scorer, items: list[ScoreItem], cpu: dict, wall: dict) -> tup
 
 
 def _run_scorer(scorer: Scorer, batch: list, cpu: dict, wall: dict) -> None:
-    """Scores one batch; if it fails, retries clip by clip so one bad clip (or reference) fails alone."""
+    """Scores one batch; if it fails, retries clip by clip so one bad clip (or reference) fails alone.
+    A clip shorter than the scorer's `min_seconds` gets that reason instead of a score."""
+    shortest = int(scorer.min_seconds * SAMPLE_RATE)
+    too_short = [entry for entry in batch if entry[2].clip.shape[0] < shortest]
+    batch = [entry for entry in batch if entry[2].clip.shape[0] >= shortest]
+    for _, result, item in too_short:
+        _record_error(result, scorer, f"clip is {item.clip.shape[0] / SAMPLE_RATE:.3f} s long; {scorer.backend} "
+                      f"scores clips of at least {scorer.min_seconds:g} s")
+    if not batch:
+        return
     items = [item for _, _, item in batch]
     try:
         values, spent = _timed(scorer, items, cpu, wall)
@@ -193,12 +199,16 @@ def _run_scorer(scorer: Scorer, batch: list, cpu: dict, wall: dict) -> None:
                     outcomes.append((None, exc, None))
     for (_, result, _), (value, exc, spent) in zip(batch, outcomes, strict=True):
         if exc is not None:
-            message = f"{scorer.backend}: {type(exc).__name__}: {exc}"
-            previous = result.errors.get(scorer.metric)
-            result.errors[scorer.metric] = f"{previous}; {message}" if previous else message
+            _record_error(result, scorer, f"{type(exc).__name__}: {exc}")
             continue
         result.values.update(value)
         result.cpu_s[scorer.metric] = round(result.cpu_s.get(scorer.metric, 0.0) + spent, 4)
+
+
+def _record_error(result: AudioResult, scorer: Scorer, why: str) -> None:
+    message = f"{scorer.backend}: {why}"
+    previous = result.errors.get(scorer.metric)
+    result.errors[scorer.metric] = f"{previous}; {message}" if previous else message
 
 
 def _mean(values: list[float]) -> float | None:

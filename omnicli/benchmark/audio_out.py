@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from omnicli.atomic import folder_write_error
 from omnicli.audio import write_wav_atomic
 from omnicli.benchmark.session import ProfileRun, RoundResult
 from omnicli.driver import LoadShape
 from omnicli.retention import Retainer, judge_audio, request_meta
+from omnicli.synthesis import is_output_fault
 
 
 def safe_name(text: str) -> str:
@@ -39,6 +41,12 @@ class RoundOutputs:
         self.wavs_written = 0
         self.retained = 0
         self._written: set[Path] = set()
+        self.error: str | None = None  # the audio folder cannot be written (disk full, read-only): the run stops
+        self.unwritten: dict[Path, int] = {}  # pass folder -> clips that could not be written there
+
+    def check(self) -> str | None:
+        """Why --audio-out cannot be written at all (checked before the engine starts), or None."""
+        return None if self.audio_dir is None else folder_write_error(self.audio_dir)
 
     @property
     def needs_pcm(self) -> bool:
@@ -61,14 +69,18 @@ class RoundOutputs:
             if target is not None and rec.nonempty and rec.pcm is not None:
                 path = target / f"{rec.utt}.wav"
                 # Prompts cycle and rounds repeat: keep one file per utterance, the first.
-                if path not in self._written:
+                if path not in self._written and self.error is None:
                     try:
                         write_wav_atomic(path, rec.pcm, sample_rate)
                         self._written.add(path)
                         self.wavs_written += 1
                         written = path
                     except OSError as exc:
-                        self.warn(f"could not write {path}: {exc}")
+                        self.unwritten[target] = self.unwritten.get(target, 0) + 1
+                        if is_output_fault(exc):  # every later wav would fail too: stop, as synth does
+                            self.error = f"cannot write {path}: {exc}"
+                        else:
+                            self.warn(f"could not write {path}: {exc}")
             if self.retainer is not None:
                 reasons = judge_audio(
                     rec.pcm, sample_rate, text=rec.text, finish_reason=rec.finish_reason,

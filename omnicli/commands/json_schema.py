@@ -20,7 +20,7 @@ class Kind(str, Enum):
 def document_schema(kind: Kind) -> dict:
     """JSON Schema (draft 2020-12, as pydantic emits it) of one kind of file."""
     from omnicli.benchmark.result_models import BenchDocument, VllmRunResult
-    from omnicli.evaluation.result_models import EvalSummary
+    from omnicli.evaluation.summaries import EvalSummary
     from omnicli.synth_results import SynthResult, SynthSummary
 
     model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument,
