@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from omnicli.commands import bench, datasets, env, eval_wer, models, profiles, schema, synth, synth_merge
+from omnicli.commands import bench, bench_vllm, datasets, env, eval_wer, models, profiles, report, schema, synth, synth_merge
 from omnicli.commands import eval as eval_cmd
 from omnicli.quiet import quiet_vllm
 
@@ -62,10 +62,11 @@ app = typer.Typer(
 )
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("synth-merge", no_args_is_help=True)(synth_merge.synth_merge)
-app.command("bench")(bench.bench)
+app.command("bench", cls=bench_vllm.BenchCommand)(bench.bench)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
 app.command("eval", no_args_is_help=True)(eval_cmd.eval_command)
 app.command("schema", no_args_is_help=True)(schema.schema)
+app.command("report", no_args_is_help=True)(report.report)
 app.command("env")(env.env)
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(models.app, name="models")

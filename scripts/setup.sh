@@ -11,7 +11,7 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray,vllm-omni)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray,report,vllm-omni)
 #   OMNI_VLLM_OMNI       1 (default): also install vLLM-Omni 0.32.0rc1 without its
 #                        dependencies (the qwen3-tts / moss-tts-local families)
 #   OMNI_REFERENCE       1 (default): also install the model families' reference
@@ -20,7 +20,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray,vllm-omni}
+extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray,report,vllm-omni}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi
@@ -30,9 +30,10 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # Debian tools used by the demo data and the real-speech tests, and espeak-ng
 # (GPL-3.0), NeuTTS Air's phonemizer (best effort: omni-tiny never needs them).
+# chromium: the browser the report's tests open pages in (headless).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for pkg in flite pocketsphinx-testdata espeak-ng; do
+  for pkg in flite pocketsphinx-testdata espeak-ng chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

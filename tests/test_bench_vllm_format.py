@@ -30,8 +30,9 @@ def test_metadata_parsing_follows_vllm():
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_metadata(["novalue"])
     assert parse_percentile_metrics("e2el, audio_ttfp") == ["e2el", "audio_ttfp"]
-    with pytest.raises(ValueError, match="'ttft'"):
-        parse_percentile_metrics("ttft")
+    assert parse_percentile_metrics("ttft,tpot,itl,e2el") == ["ttft", "tpot", "itl", "e2el"]  # what vLLM's sweep passes
+    with pytest.raises(ValueError, match="'goodput'"):
+        parse_percentile_metrics("ttft,goodput")
 
 
 def test_result_shape_file_name_and_append(tmp_path):
@@ -42,8 +43,10 @@ def test_result_shape_file_name_and_append(tmp_path):
     doc = vllm_result(run, date="20260101-120000", metadata={"tp": "1"}, percentile_metrics=["e2el"], percentiles=[99],
                       detailed={"errors": [None, "boom", None, None]})
     assert doc["backend"] == doc["label"] == "omni" and doc["model_id"] == "org/omni-tiny" and doc["tp"] == "1"
-    assert doc["output_throughput"] == 50.0 and doc["total_token_throughput"] == 70.0
+    assert doc["output_throughput"] == 0.0 and doc["total_token_throughput"] == 0.0  # no text tokens (key_notes)
+    assert doc["talker_output_throughput"] == 50.0 and doc["talker_prompt_tokens"] == 40
     assert doc["errors"] == ["", "boom", "", ""] and doc["p99_e2el_ms"] == 20.0
+    assert doc["median_e2el_ms"] == 0.0 and doc["num_e2el_samples"] == 0  # absent: 0.0, as vLLM
     assert "mean_audio_rtf" not in doc  # not selected by --percentile-metrics
     assert result_filename(doc) == "omni-infqps-concurrency8-omni-tiny-20260101-120000.json"
     assert result_filename({**doc, "request_rate": 4, "max_concurrency": None}, profile_label="a#2") == \
@@ -52,6 +55,7 @@ def test_result_shape_file_name_and_append(tmp_path):
     write_result(path, {**doc, "max_concurrency": 16}, append=True)
     assert [d["max_concurrency"] for d in read_results(path)] == [8, 16]
     assert [json.loads(line)["max_concurrency"] for line in path.read_text().splitlines()] == [8, 16]  # one per line
+    assert path.read_text() == json.dumps(doc) + "\n" + json.dumps({**doc, "max_concurrency": 16})  # as vLLM appends
 
 
 @pytest.fixture
@@ -93,10 +97,11 @@ def test_save_result_writes_one_vllm_file_per_run_beside_the_summary(fake_engine
     assert "mean_audio_ttfp_ms" in rows[0] and "p99_e2el_ms" in rows[0]
 
 
-def test_one_result_filename_for_a_sweep_needs_append(fake_engine, tmp_path):
+def test_one_result_filename_for_a_sweep_gives_a_file_per_run_or_appends(fake_engine, tmp_path):
     args = ["bench", "-c", "1,2", "-n", "2", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "all.json"]
-    refused = runner.invoke(app, args)
-    assert refused.exit_code == 2 and "--append-result" in refused.output
+    each = runner.invoke(app, args)
+    assert each.exit_code == 0, each.output
+    assert [json.loads(p.read_text())["max_concurrency"] for p in sorted(tmp_path.glob("all-*.json"))] == [1, 2]
     ok = runner.invoke(app, [*args, "--append-result"])
     assert ok.exit_code == 0, ok.output
     again = runner.invoke(app, [*args, "--append-result"])

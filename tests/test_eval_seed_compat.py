@@ -19,10 +19,10 @@ def read_like_average_wer(path):
     """A reader written from seed-tts-eval's published average_wer.py behaviour:
     every line splits (after strip) on tabs into exactly seven fields
     `wav, wer, ref, hyp, ins, del, sub`; WER = round(mean(wer) * 100, 3).
-    It would crash on any other line, so the trailing `WER:` line it writes
-    itself is not part of its input: we drop it before reading."""
+    It would crash on any other line, so the header and the trailing `WER:`
+    line it writes itself are not part of its input: we drop them before reading."""
     wers, ins, dels, subs = [], [], [], []
-    for line in open(path, encoding="utf-8").readlines():
+    for line in open(path, encoding="utf-8").readlines()[1:]:
         if line.startswith("WER: "):
             continue
         wav_path, wer, text_ref, text_res, inse, dele, sub = line.strip().split("\t")
@@ -76,7 +76,8 @@ def test_seed_wer_file_reads_unchanged_and_matches_summary(tmp_path):
     assert (seed["ins"], seed["del"], seed["sub"]) == (summary["ins"], summary["del"], summary["sub"])
     lines = paths["seed_wer"].read_text(encoding="utf-8").splitlines()
     assert lines[-1] == f"WER: {summary['seed_wer_mean']}%"
-    first = lines[0].split("\t")
+    assert lines[0].split("\t")[:3] == ["utt", "wav_res", "res_wer"]  # average_wer.py's header
+    first = lines[1].split("\t")
     assert first[0] == str(gen / "a.wav") and first[2] == "One, two three four." and first[3] == "one two three for"
     assert math.isclose(float(first[1]), 0.25)
 

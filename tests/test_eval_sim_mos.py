@@ -331,7 +331,7 @@ def test_eval_with_wer_from_cached_transcripts_keeps_eval_wer_keys(eval_dir, dns
     assert header[:3] == ["utt", "wer", "ref"] and "dnsmos_ovrl" in header and "sim" not in header
     # seed-tts-eval's score file, as eval-wer writes it: one line per scored utt, then the mean.
     seed = (out / "wav_res_ref_text.wer").read_text().splitlines()
-    assert len(seed) == summary["num_scored"] + 1 and seed[-1] == f"WER: {summary['seed_wer_mean']}%"
+    assert len(seed) == summary["num_scored"] + 2 and seed[-1] == f"WER: {summary['seed_wer_mean']}%"  # + header, WER:
 
 
 def test_eval_usage_errors_exit_2(eval_dir, tmp_path, monkeypatch):

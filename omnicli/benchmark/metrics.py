@@ -24,7 +24,13 @@ DISTRIBUTIONS: tuple[tuple[str, str, float], ...] = (
     ("audio_rtf", "", 1.0),
     ("audio_duration", "_s", 1.0),
     ("audio_underrun", "_s", 1.0),
+    # vLLM's token latencies, of the talker (stage 0): its first output, per output token, between outputs
+    ("ttft", "_ms", 1000.0),
+    ("tpot", "_ms", 1000.0),
+    ("itl", "_ms", 1000.0),
 )
+# vLLM's `--goodput KEY:VALUE` keys: milliseconds, except the real-time factor (a ratio)
+GOODPUT_METRICS = ("ttft", "tpot", "e2el", "audio_ttfp", "audio_rtf")
 
 
 # --- aggregates ---------------------------------------------------------------
@@ -111,17 +117,113 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         "request_throughput": len(ok) / total_duration if total_duration > 0 else 0.0,
         "audio_throughput": total_audio / total_duration if total_duration > 0 else 0.0,
     }
-    per_metric = {
+    for stem, values in metric_samples(records).items():
+        out[f"num_{stem}_samples"] = len(values)
+        suffix, scale = _UNITS[stem]
+        for stat, value in distribution(values, percentiles, scale).items():
+            out[f"{stat}_{stem}{suffix}"] = value
+    return out
+
+
+_UNITS = {stem: (suffix, scale) for stem, suffix, scale in DISTRIBUTIONS}
+
+
+def metric_samples(records: Sequence[RequestRecord]) -> dict[str, list[float]]:
+    """The samples (seconds or ratios) each distribution is taken over.
+
+    Audio metrics: successful requests with audio. Talker token latencies, as
+    vLLM takes them: TTFT of each successful request that got a token, TPOT of
+    those with two or more, every ITL of every successful request pooled.
+    """
+    ok = [r for r in records if r.ok]
+    nonempty = [r for r in ok if r.num_samples > 0]
+    return {
         "audio_ttfp": [r.audio_ttfp for r in nonempty],
         "e2el": [r.e2el for r in nonempty],
         "audio_rtf": [r.audio_rtf for r in nonempty],
         "audio_duration": [r.audio_duration for r in nonempty],
         "audio_underrun": [r.audio_underrun for r in nonempty],
+        "ttft": [r.ttft for r in ok if r.ttft is not None],
+        "tpot": [r.tpot for r in ok if r.tpot is not None],
+        "itl": [gap for r in ok for gap in r.itl],
     }
-    for stem, suffix, scale in DISTRIBUTIONS:
-        stats = distribution(per_metric[stem], percentiles, scale)
-        for stat, value in stats.items():
-            out[f"{stat}_{stem}{suffix}"] = value
+
+
+def parse_goodput(items: Iterable[str] | None) -> dict[str, float]:
+    """vLLM's `--goodput KEY:VALUE ...` -> {key: threshold}; ms for times, a ratio for audio_rtf.
+    Raises ValueError naming the bad item."""
+    out: dict[str, float] = {}
+    for item in items or ():
+        key, sep, value = item.partition(":")
+        key = key.strip()
+        if not sep or key not in GOODPUT_METRICS:
+            raise ValueError(f"{item!r} is not KEY:VALUE with KEY one of {', '.join(GOODPUT_METRICS)}")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ValueError(f"{item!r}: {value!r} is not a number") from None
+        if not out[key] >= 0:
+            raise ValueError(f"{item!r}: the value must be >= 0")
+    return out
+
+
+def _goodput_value(record: RequestRecord, key: str) -> float | None:
+    value = {"ttft": record.ttft, "tpot": record.tpot, "e2el": record.e2el, "audio_ttfp": record.audio_ttfp,
+             "audio_rtf": record.audio_rtf}[key]
+    return None if value is None else value * _UNITS[key][1]
+
+
+def good_requests(records: Sequence[RequestRecord], slos: dict[str, float]) -> int:
+    """Successful requests meeting every SLO (vLLM's goodput: value <= threshold). A request
+    for which a metric is undefined (no audio, no token) does not meet that SLO; vLLM counts a
+    TPOT of 0 for single-token requests, and so does this."""
+    good = 0
+    for r in records:
+        if not r.ok:
+            continue
+        values = {k: (0.0 if k == "tpot" and r.tpot is None and r.ttft is not None else _goodput_value(r, k)) for k in slos}
+        good += all(v is not None and v <= slos[k] for k, v in values.items())
+    return good
+
+
+def peak_figures(records: Sequence[RequestRecord]) -> tuple[float, int]:
+    """vLLM's `max_output_tokens_per_s` and `max_concurrent_requests`: over one-second buckets from
+    the first successful submission, the most talker outputs in one second and the most
+    successful requests active in one second."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return 0.0, 0
+    t0 = min(r.start for r in ok)
+    buckets = int(np.ceil(max(r.end for r in ok) - t0)) + 1
+    tokens = np.zeros(buckets)
+    active = np.zeros(buckets)
+    for r in ok:
+        times = r.info.token_times if r.info is not None else []
+        for t in times:
+            b = int(t - t0)
+            if 0 <= b < buckets:
+                tokens[b] += 1
+        active[int(r.start - t0):int(r.end - t0) + 1] += 1
+    return float(tokens.max()), int(active.max())
+
+
+def vllm_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]:
+    """vLLM's per-request lists, in submission order (rounds concatenated) and vLLM's units and
+    defaults: seconds; a failed request has ttft 0.0, no itls, latency 0.0 and output_len 0.
+    `start_times` are seconds from the round's first submission (vLLM's are perf_counter values:
+    only differences mean something). `latencies` and `queue_times` are kept without
+    --save-detailed too, as vLLM keeps them."""
+    out: dict[str, list] = {k: [] for k in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times")}
+    for rnd in rounds:
+        t0 = min((r.start for r in rnd), default=0.0)
+        for r in sorted(rnd, key=lambda r: r.start):
+            out["input_lens"].append(r.prompt_tokens)
+            out["output_lens"].append(r.output_tokens if r.ok else 0)
+            out["ttfts"].append(r.ttft if r.ok and r.ttft is not None else 0.0)
+            out["itls"].append(r.itl if r.ok else [])
+            out["latencies"].append(r.e2el if r.ok else 0.0)
+            out["start_times"].append(r.start - t0)
+            out["queue_times"].append(r.queue_time)
     return out
 
 
@@ -150,4 +252,23 @@ def detailed_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]
             out["ref_caches"].append(r.ref_cache)
             out["finish_reasons"].append(r.finish_reason)
             out["errors"].append(r.error or "")
+    return out
+
+
+def vllm_figures(rounds: Sequence[Sequence[RequestRecord]], goodput: dict[str, float] | None = None) -> dict:
+    """What `vllm bench serve` computes beyond the summary, over one run's measured rounds:
+    `request_goodput` (requests meeting every `goodput` SLO per second), the peaks
+    (`max_output_tokens_per_s`, `max_concurrent_requests`: the busiest second of any round),
+    `total_audio_frames` (PCM frames of the completed requests, as vLLM-Omni counts them) and
+    the per-request lists of `vllm_lists`."""
+    records = [r for rnd in rounds for r in rnd]
+    duration = sum(round_duration(rnd) for rnd in rounds)
+    peaks = [peak_figures(rnd) for rnd in rounds] or [(0.0, 0)]
+    out: dict = {
+        "request_goodput": good_requests(records, goodput) / duration if goodput and duration > 0 else 0.0,
+        "max_output_tokens_per_s": max(p[0] for p in peaks),
+        "max_concurrent_requests": max(p[1] for p in peaks),
+        "total_audio_frames": sum(r.num_samples for r in records if r.ok),
+    }
+    out.update(vllm_lists(rounds))
     return out

@@ -128,6 +128,9 @@ def build_run(
         "warmup_requests": result.warmup_requests,
         "warmup_failed": result.warmup_failed,
     }
+    if result.shape.ramp_up is not None:  # vLLM's keys for a ramped arrival rate
+        run.update(ramp_up_strategy=result.shape.ramp_up, ramp_up_start_rps=result.shape.ramp_start,
+                   ramp_up_end_rps=result.shape.ramp_end)
     run.update(summarize(result.record_rounds, percentiles))
     run.update(_stage_figures(result.record_rounds))
     run.update(

@@ -7,9 +7,12 @@ and, with `--save-detailed`, the per-request lists come on top of them.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from omnicli.benchmark.metrics import DISTRIBUTIONS
 
 
 class BenchFailure(BaseModel):
@@ -140,6 +143,17 @@ class BenchRun(BaseModel):
     codec_ring_headroom: bool | None
     engine_stats: dict[str, Any]
     failures: list[BenchFailure]
+    num_audio_ttfp_samples: int = Field(description="Requests each audio statistic is over (successes with audio).")
+    num_e2el_samples: int
+    num_audio_rtf_samples: int
+    num_audio_duration_samples: int
+    num_audio_underrun_samples: int
+    num_ttft_samples: int = Field(description="Successful requests that got a talker token (the TTFT samples).")
+    num_tpot_samples: int = Field(description="Successful requests with two or more talker tokens.")
+    num_itl_samples: int = Field(description="Gaps between talker outputs, pooled over the successful requests.")
+    ramp_up_strategy: Literal["linear", "exponential"] | None = Field(None, description="--ramp-up-strategy, when given.")
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
     eval: BenchEvalFigures | None = Field(None, description="With --eval: the figures of omni eval on this pass's audio.")
     num_engines: int | None = Field(
         None, description="With --ray: engines that ran this pass at the same time, each with the whole load shape; "
@@ -168,3 +182,115 @@ class BenchDocument(BaseModel):
     runs: list[BenchRun]
     comparisons: list[BenchComparison]
     ray: BenchRayFacts | None = Field(None, description="With --ray: the cluster and the engines' resources.")
+
+
+_STAT_KEY = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_(" + "|".join(f"{stem}{suffix}" for stem, suffix, _ in DISTRIBUTIONS) + ")")
+
+
+class VllmRunResult(BaseModel):
+    """One `omni bench --save-result` file: `vllm bench serve`'s keys (docs/bench.md), then omni's.
+
+    Besides the fields below a file holds the `mean_/median_/std_/pNN_` statistics of the
+    --percentile-metrics (numbers, 0.0 without samples, as vLLM) and each --metadata pair
+    (a string): any other key is refused.
+    """
+
+    model_config = ConfigDict(extra="allow")  # statistics and --metadata keys, checked below
+
+    date: str = Field(description="%Y%m%d-%H%M%S of the invocation, as vLLM.")
+    endpoint_type: str
+    backend: str
+    label: str
+    model_id: str | None
+    tokenizer_id: str | None
+    num_prompts: int = Field(description="Requests measured (prompts per round x rounds): completed + failed.")
+    request_rate: float | Literal["inf"]
+    burstiness: float
+    max_concurrency: int | None
+    ramp_up_strategy: Literal["linear", "exponential"] | None = None
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
+    duration: float
+    completed: int
+    failed: int
+    total_input_tokens: int = Field(description="0: no text tokens are counted (see key_notes).")
+    total_output_tokens: int = Field(description="0, as vLLM-Omni's speech endpoint reports it.")
+    request_throughput: float
+    request_goodput: float | None = Field(description="With --goodput: requests meeting every SLO per second; else null, as vLLM.")
+    output_throughput: float
+    total_token_throughput: float
+    total_audio_duration_s: float
+    total_audio_frames: int = Field(description="PCM frames (samples per channel) of the completed requests.")
+    audio_throughput: float
+    input_lens: list[int] | None = Field(None, description="--save-detailed: talker prompt tokens per request.")
+    output_lens: list[int] | None = Field(None, description="--save-detailed: talker tokens per request (0 if failed).")
+    ttfts: list[float] | None = Field(None, description="--save-detailed: seconds (0.0 if failed).")
+    itls: list[list[float]] | None = Field(None, description="--save-detailed: seconds between talker outputs.")
+    start_times: list[float] | None = Field(None, description="--save-detailed: seconds from the round's first submission.")
+    latencies: list[float] = Field(description="e2el seconds per request (0.0 if failed), as vLLM.")
+    queue_times: list[float] = Field(description="Seconds each request waited for a concurrency slot.")
+    errors: list[str]
+    max_output_tokens_per_s: float
+    max_concurrent_requests: int
+    rtfx: float
+    prompts_per_round: int
+    talker_prompt_tokens: int
+    talker_output_tokens: int
+    talker_output_throughput: float = Field(description="Talker tokens per wall second.")
+    num_audio_ttfp_samples: int | None = None
+    num_e2el_samples: int | None = None
+    num_audio_rtf_samples: int | None = None
+    num_audio_duration_samples: int | None = None
+    num_audio_underrun_samples: int | None = None
+    num_ttft_samples: int | None = None
+    num_tpot_samples: int | None = None
+    num_itl_samples: int | None = None
+    omni_version: str
+    started_at: str
+    profile_label: str
+    profile_name: str | None
+    profile_digest: str | None
+    device: str
+    sample_rate: int
+    seed: int
+    rounds: int
+    warmup_requests: int
+    warmup_failed: int
+    round_durations: list[float]
+    num_nonempty_audio: int
+    num_empty_audio: int
+    num_hit_cap: int
+    num_ref_hot: int
+    num_ref_cold: int
+    talker_tokens_per_s: float
+    codec_steps: int
+    codec_frames: int
+    mean_codec_batch_size: float
+    coalescing_waits: int
+    coalescing_wait_ms: float
+    codec_ring_headroom: bool | None
+    machine: dict[str, Any]
+    failures: list[BenchFailure]
+    eval: BenchEvalFigures | None = None
+    seed_tts_content_error_mean: float | None = Field(None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
+    seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
+    utts: list[str] | None = None
+    request_rounds: list[int] | None = None
+    audio_ttfps: list[float | None] | None = None
+    e2els: list[float | None] | None = None
+    audio_durations: list[float] | None = None
+    audio_rtfs: list[float | None] | None = None
+    audio_underruns: list[float | None] | None = None
+    ref_caches: list[str] | None = None
+    finish_reasons: list[str | None] | None = None
+    key_notes: dict[str, str] = Field(description="What a key holds where that differs from vLLM's meaning.")
+
+    @model_validator(mode="after")
+    def _only_statistics_and_metadata(self) -> VllmRunResult:
+        for key, value in (self.model_extra or {}).items():
+            if _STAT_KEY.fullmatch(key):
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise ValueError(f"{key}: a statistic must be a number (got {value!r})")
+            elif not isinstance(value, str):
+                raise ValueError(f"{key}: not a result key, and not a --metadata string (got {value!r})")
+        return self

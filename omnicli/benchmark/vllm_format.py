@@ -1,23 +1,30 @@
 """Per-run result files shaped like `vllm bench serve --save-result` writes them.
 
-One flat JSON object per measured run (one load shape of one profile): vLLM's
-top-level keys where the meaning is the same (`date`, `backend`, `label`,
-`model_id`, `tokenizer_id`, `num_prompts`, `request_rate`, `burstiness`,
-`max_concurrency`, `duration`, `completed`, `failed`, `total_input_tokens`,
-`total_output_tokens`, `request_throughput`, `output_throughput`,
-`total_token_throughput`, `errors`, and `mean_/median_/std_/pNN_` per metric),
-vLLM-Omni's audio keys (`audio_throughput`, `*_audio_ttfp_ms`,
-`*_audio_rtf`, `*_audio_duration_s`), and omni's extras under their own names.
-`--metadata KEY=VALUE` pairs become top-level keys, as in vLLM.
+One flat JSON object per measured run (one load shape of one profile), with
+the keys vLLM and vLLM-Omni write, in their units and with their defaults
+(a statistic without samples is 0.0, as vLLM's `np.mean(x or 0)` gives, and
+`num_<metric>_samples` says how many there were): `date`, `backend`, `label`,
+`model_id`, `num_prompts`, `request_rate`, `max_concurrency`, `duration`,
+`completed`, `request_goodput`, `latencies`, `queue_times`, the
+`mean_/median_/std_/pNN_` statistics of every selected metric (vLLM's
+`ttft`, `tpot`, `itl`, `e2el`; vLLM-Omni's `audio_ttfp`, `audio_rtf`,
+`audio_duration`; omni's `audio_underrun`), vLLM-Omni's `audio_throughput`,
+`total_audio_duration_s` and `total_audio_frames`. Where a value cannot mean
+what it means in vLLM (there are no text tokens here; TTFT is the talker's),
+`key_notes` in the file says what it holds; omni's own figures (talker token
+counts, codec counters, ...) keep omni's names. `--metadata KEY=VALUE` pairs
+become top-level keys, as in vLLM.
 
-The input is a finished run as the summary document holds it (a flat dict,
-see docs/metrics.md); nothing here measures anything.
+The input is a finished run as the summary document holds it plus the vLLM
+figures of its records (`omnicli.benchmark.metrics.vllm_figures`); nothing
+here measures anything.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,14 +38,33 @@ METRIC_NAMES = tuple(stem for stem, _, _ in DISTRIBUTIONS)
 EXTRA_KEYS = (
     "omni_version", "started_at", "profile_label", "profile_name", "profile_digest", "device", "sample_rate",
     "seed", "rounds", "warmup_requests", "warmup_failed", "round_durations", "num_nonempty_audio",
-    "num_empty_audio", "num_hit_cap", "num_ref_hot", "num_ref_cold", "total_audio_duration_s",
+    "num_empty_audio", "num_hit_cap", "num_ref_hot", "num_ref_cold",
     "talker_tokens_per_s", "codec_steps", "codec_frames", "mean_codec_batch_size", "coalescing_waits",
     "coalescing_wait_ms", "codec_ring_headroom", "machine", "failures",
     "eval",  # with `omni bench --eval`: omni eval's figures on the run's audio
 )
 # Per-request lists kept only with --save-detailed (vLLM drops its own without it).
-DETAILED_KEYS = ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",
+DETAILED_KEYS = ("utts", "request_rounds", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",
                  "audio_underruns", "ref_caches", "finish_reasons")
+VLLM_DETAILED_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times")
+# What a key holds where that is not what vLLM / vLLM-Omni would put there (written into every file).
+KEY_NOTES = {
+    "ttft": "ttft/tpot/itl are the talker's (stage 0) tokens: first talker output - submission, (last - first "
+            "output) / (tokens - 1), gaps between talker outputs; vLLM-Omni's speech endpoint reports the first "
+            "audio packet as ttft, which is audio_ttfp here",
+    "total_input_tokens": "0: no text tokens are counted (the talker's prompt, reference codes included, is "
+                          "talker_prompt_tokens)",
+    "total_output_tokens": "0, and output_throughput and total_token_throughput 0.0, as vLLM-Omni's speech endpoint "
+                           "reports them (it streams audio, not tokens); talker tokens are talker_output_tokens and "
+                           "talker_output_throughput",
+    "num_prompts": "requests measured: prompts_per_round x rounds",
+    "max_output_tokens_per_s": "talker outputs in the busiest second",
+    "rtfx": "0.0: vLLM's ASR figure (input audio transcribed per second); nothing is transcribed here",
+    "start_times": "seconds from the round's first submission (vLLM writes perf_counter values)",
+    "input_lens": "talker prompt tokens; output_lens: talker tokens (0 for a failed request)",
+    "seed_tts_content_error_mean": "with --eval wer / --seed-tts-wer-eval: omni eval's seed_wer_mean / 100 "
+                                   "(seed-tts-eval's WER, empty transcripts counted as 1.0), over seed_tts_content_evaluated",
+}
 
 
 def parse_metadata(items: Iterable[str] | None) -> dict[str, str]:
@@ -54,7 +80,7 @@ def parse_metadata(items: Iterable[str] | None) -> dict[str, str]:
 
 
 def parse_percentile_metrics(text: str | None) -> list[str]:
-    """`"audio_ttfp,e2el"` -> the metric stems to report statistics for (default: all)."""
+    """`"ttft,e2el,audio_ttfp"` -> the metric stems to report statistics for (default: all)."""
     if text is None:
         return list(METRIC_NAMES)
     names = [t.strip() for t in text.split(",") if t.strip()]
@@ -76,18 +102,22 @@ def vllm_result(
     metadata: Mapping[str, str] | None = None,
     percentile_metrics: Sequence[str] = METRIC_NAMES,
     percentiles: Sequence[float] = (),
+    figures: Mapping[str, Any] | None = None,
     detailed: Mapping[str, list] | None = None,
     save_detailed: bool = False,
+    goodput: bool = False,
 ) -> dict[str, Any]:
     """The `vllm bench serve`-shaped dict of one finished run.
 
     `date` is vLLM's `%Y%m%d-%H%M%S`; `label` defaults to the backend, as in
-    vLLM. `detailed` (per-request lists, see `detailed_lists`) supplies
-    `errors` ("" for a request that succeeded, as vLLM writes it); with
-    `save_detailed` the other per-request lists are kept too.
+    vLLM. `figures` are the run's `vllm_figures` (per-request lists, goodput,
+    peaks); `detailed` its `detailed_lists` (`errors`, always written, and
+    omni's own lists, kept with `save_detailed` like vLLM's). `goodput`:
+    whether --goodput was given (vLLM writes `request_goodput: null` without).
     """
+    figures = figures or {}
     duration = run.get("duration") or 0.0
-    inp, out = run.get("total_input_tokens"), run.get("total_output_tokens", run.get("talker_tokens"))
+    rounds = run.get("rounds") or 1
     doc: dict[str, Any] = {
         "date": date,
         "endpoint_type": BACKEND,
@@ -95,65 +125,137 @@ def vllm_result(
         "label": label or BACKEND,
         "model_id": run.get("model"),
         "tokenizer_id": run.get("model"),  # the talker tokenizes with its own model's tokenizer
-        "num_prompts": run.get("num_prompts"),
+        "num_prompts": (run.get("num_prompts") or 0) * rounds,  # as vLLM: == completed + failed
     }
     doc.update(metadata or {})
+    doc.update({"request_rate": _rate(run.get("request_rate")), "burstiness": run.get("burstiness"),
+                "max_concurrency": run.get("max_concurrency")})
+    for key in ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"):
+        if run.get(key) is not None:
+            doc[key] = run[key]
+    talker_out = run.get("total_output_tokens", 0)
     doc.update(
         {
-            "request_rate": _rate(run.get("request_rate")),
-            "burstiness": run.get("burstiness"),
-            "max_concurrency": run.get("max_concurrency"),
             "duration": duration,
             "completed": run.get("completed"),
             "failed": run.get("failed"),
-            "total_input_tokens": inp,
-            "total_output_tokens": out,
+            "total_input_tokens": 0,
+            "total_output_tokens": 0,
             "request_throughput": run.get("request_throughput"),
-            "output_throughput": out / duration if out is not None and duration > 0 else 0.0,
-            "total_token_throughput": ((inp or 0) + (out or 0)) / duration if duration > 0 else 0.0,
+            "request_goodput": figures.get("request_goodput") if goodput else None,
+            "output_throughput": 0.0,
+            "total_token_throughput": 0.0,
+            "total_audio_duration_s": run.get("total_audio_duration_s"),
+            "total_audio_frames": figures.get("total_audio_frames", 0),
             "audio_throughput": run.get("audio_throughput"),
         }
     )
+    if save_detailed:
+        doc.update({k: figures[k] for k in VLLM_DETAILED_KEYS if k in figures})
+    doc.update({k: figures[k] for k in ("latencies", "queue_times") if k in figures})
+    if detailed is not None:
+        doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
+    doc.update({"max_output_tokens_per_s": figures.get("max_output_tokens_per_s", 0.0),
+                "max_concurrent_requests": figures.get("max_concurrent_requests", 0), "rtfx": 0.0})
     for stem, suffix, _ in DISTRIBUTIONS:
         if stem not in percentile_metrics:
             continue
         for stat in ["mean", "median", "std"] + [percentile_key(p) for p in percentiles]:
             key = f"{stat}_{stem}{suffix}"
-            doc[key] = run.get(key)
+            value = run.get(key)
+            doc[key] = 0.0 if value is None else value  # vLLM: np.mean(x or 0) of no samples is 0.0
+        doc[f"num_{stem}_samples"] = run.get(f"num_{stem}_samples", 0)
+    doc.update(
+        {
+            "prompts_per_round": run.get("num_prompts"),
+            "talker_prompt_tokens": run.get("total_input_tokens", 0),
+            "talker_output_tokens": talker_out,
+            "talker_output_throughput": talker_out / duration if duration > 0 else 0.0,
+        }
+    )
+    doc.update(seed_tts_quality(run.get("eval")))
     for key in EXTRA_KEYS:
         if key in run:
             doc[key] = run[key]
-    if detailed is not None:
-        doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
-        if save_detailed:
-            for key in DETAILED_KEYS:
-                if key in detailed:
-                    doc[key] = detailed[key]
+    if save_detailed and detailed is not None:
+        for key in DETAILED_KEYS:
+            if key in detailed:
+                doc[key] = detailed[key]
+    doc["key_notes"] = dict(KEY_NOTES)
     return doc
 
 
+def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
+    """vLLM-Omni's `--seed-tts-wer-eval` keys from `omni bench --eval wer`'s figures: its content error
+    is a fraction (omni eval's percent / 100), over the utterances scored; {} without a WER."""
+    if not figures or figures.get("seed_wer_mean") is None:
+        return {}
+    return {"seed_tts_content_error_mean": figures["seed_wer_mean"] / 100.0,
+            "seed_tts_content_evaluated": figures.get("num_scored") or 0}
+
+
 def result_filename(doc: Mapping[str, Any], *, profile_label: str | None = None) -> str:
-    """vLLM's default name, `{label}-{rate}qps[-concurrency{N}]-{model}-{date}.json`,
-    with `-{profile}` after the label when several profiles ran (A/B)."""
-    rate = doc["request_rate"]
-    rate_text = "inf" if rate == "inf" else str(float(rate))
-    concurrency = f"-concurrency{doc['max_concurrency']}" if doc.get("max_concurrency") is not None else ""
+    """vLLM's default name, `{label}-{rate}qps[-concurrency{N}]-{model}-{date}.json`
+    (`{label}-ramp-up-{strategy}-{start}qps-{end}qps...` for a ramp-up), with
+    `-{profile}` after the label when several profiles ran (A/B)."""
     model = str(doc.get("model_id") or "model").split("/")[-1]
     profile = f"-{profile_label}" if profile_label else ""
-    name = f"{doc['label']}{profile}-{rate_text}qps{concurrency}-{model}-{doc['date']}.json"
+    name = f"{doc['label']}{profile}-{_shape_part(doc)}-{model}-{doc['date']}.json"
     return name.replace("/", "_").replace("#", "_")
 
 
+def _shape_part(doc: Mapping[str, Any]) -> str:
+    concurrency = f"-concurrency{doc['max_concurrency']}" if doc.get("max_concurrency") is not None else ""
+    if doc.get("ramp_up_strategy"):
+        return f"ramp-up-{doc['ramp_up_strategy']}-{doc['ramp_up_start_rps']}qps-{doc['ramp_up_end_rps']}qps{concurrency}"
+    rate = doc["request_rate"]
+    return f"{'inf' if rate == 'inf' else str(float(rate))}qps{concurrency}"
+
+
+FILENAME_FIELDS = ("concurrency", "rate", "profile", "label", "model", "date")
+
+
+def check_filename_template(template: str) -> bool:
+    """True when `--result-filename` names fields (`{concurrency}`, `{rate}`, ...); ValueError on an
+    unknown field or a bad brace."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"{template!r}: {exc}") from None
+    bad = [f for f in fields if f not in FILENAME_FIELDS]
+    if bad:
+        raise ValueError(f"{template!r}: unknown field(s) {', '.join('{' + f + '}' for f in bad)} "
+                         f"(use {', '.join('{' + f + '}' for f in FILENAME_FIELDS)})")
+    return bool(fields)
+
+
+def run_filename(template: str, doc: Mapping[str, Any], *, profile_label: str, one_file_per_run: bool) -> str:
+    """`--result-filename` for one run: its fields filled in (`{concurrency}` is `none` without a
+    cap, `{rate}` `inf` or the number); with `one_file_per_run` and no field, the run's load
+    shape (and profile) is added before the suffix (`r.json` -> `r-infqps-concurrency8.json`)."""
+    concurrency = doc.get("max_concurrency")
+    rate = doc["request_rate"]
+    values = {"concurrency": "none" if concurrency is None else concurrency, "rate": "inf" if rate == "inf" else f"{float(rate):g}",
+              "profile": profile_label, "label": doc["label"], "model": str(doc.get("model_id") or "model").split("/")[-1],
+              "date": doc["date"]}
+    if check_filename_template(template):
+        name = template.format_map(values)
+    elif one_file_per_run:
+        path = Path(template)
+        name = f"{path.stem}-{profile_label}-{_shape_part(doc)}{path.suffix or '.json'}" if profile_label else \
+            f"{path.stem}-{_shape_part(doc)}{path.suffix or '.json'}"
+    else:
+        name = template
+    return name.replace("#", "_")
+
+
 def write_result(path: str | Path, doc: Mapping[str, Any], *, append: bool = False) -> Path:
-    """Writes one result object; with `append`, after whatever the file holds,
-    separated by a newline (vLLM's `--append-result` layout). Atomic either way."""
+    """Writes one result object; with `append`, after whatever the file holds, separated by a
+    newline, byte for byte as vLLM's `--append-result` writes (no newline after the last one).
+    Atomic either way."""
     path = Path(path)
-    before = ""
-    if append and path.exists():
-        before = path.read_text(encoding="utf-8")
-        if before and not before.endswith("\n"):
-            before += "\n"
-    return write_text_atomic(path, before + json.dumps(doc) + "\n")
+    before = path.read_text(encoding="utf-8") if append and path.exists() else ""
+    return write_text_atomic(path, before + ("\n" if before else "") + json.dumps(doc))
 
 
 def read_results(path: str | Path) -> list[dict]:

@@ -20,12 +20,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
+from omnicli.commands.bench_vllm import RequestDefaults, vllm_compat, write_vllm_files
 from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    CliConsole,
     QuietOption,
     RequestProgress,
     SetOption,
@@ -39,8 +41,11 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 KEEP_FAILED_ENV = "OMNI_FAILED_SPEECH_AUDIO_DIR"
+_VLLM = "vLLM compatibility"
+_NOT_APPLYING = "vLLM's server flag: accepted, and ignored (the engine is embedded: no server)."
 
 ProfilesOption = Annotated[
     Optional[list[str]],
@@ -140,6 +145,9 @@ class _VllmFiles:
     label: str | None
     metadata: dict
     metrics: list[str]
+    goodput: dict[str, float] = field(default_factory=dict)  # --goodput SLOs
+    timeline: list[float] | None = None  # --plot-timeline: the ITL thresholds (s)
+    save: bool = True  # False: only --plot-timeline (no result file)
 
 
 @dataclass
@@ -156,6 +164,9 @@ class _Report:
     csv_path: Path | None = None
     text: bool = False
     extras: dict[str, dict] = field(default_factory=dict)  # pass label -> keys added to its result entry
+    report_file: Path | None = None  # --report: the HTML page, from the summary file and report_dirs
+    report_dirs: list[Path] = field(default_factory=list)
+    quiet_progress: bool = False  # --disable-tqdm
 
     def __post_init__(self) -> None:
         # Chosen once, so a forced exit and the normal end write the same files.
@@ -163,9 +174,12 @@ class _Report:
         self.date = datetime.now().strftime("%Y%m%d-%H%M%S")  # vLLM's `date` and file-name stamp
         summary_name = f"omni-bench-{self.date}.json"
         if self.vllm is not None:  # --result-filename names the per-run files; the summary goes beside them
-            self.path = (self.result_dir or Path(".")) / summary_name
+            if self.vllm.save or self.result_dir is not None:  # (--plot-timeline alone writes no file of its own)
+                self.path = (self.result_dir or Path(".")) / summary_name
         elif self.result_dir is not None or self.result_filename is not None:
             self.path = (self.result_dir or Path(".")) / (self.result_filename or summary_name)
+        elif self.report_file is not None:  # the page reads the summary file: it goes beside the page
+            self.path = self.report_file.parent / summary_name
 
 
 class _BenchInterrupts(EngineRunInterrupts):
@@ -332,6 +346,35 @@ def bench(
     cpus_per_engine: Annotated[
         Optional[float], typer.Option("--cpus-per-engine", min=0, help="With --ray: CPUs each engine's actor reserves.", show_default="1", rich_help_panel="Scale-out")
     ] = None,
+    report_file: ReportOption = None,
+    # vLLM / vLLM-Omni `bench serve` flags, so their command lines run as they are (docs/bench.md)
+    dataset_name: Annotated[Optional[str], typer.Option("--dataset-name", help="vLLM-Omni's dataset: seed-tts (needs --dataset-path).", rich_help_panel=_VLLM)] = None,
+    dataset_path: Annotated[Optional[Path], typer.Option("--dataset-path", help="A local seed-tts-eval folder: reads DIR/<--seed-tts-locale>/meta.lst (or a meta.lst itself).", rich_help_panel=_VLLM)] = None,
+    seed_tts_locale: Annotated[str, typer.Option("--seed-tts-locale", help="en or zh: the folder of --dataset-path.", rich_help_panel=_VLLM)] = "en",
+    extra_body: Annotated[Optional[str], typer.Option("--extra-body", metavar="JSON", help="vLLM's request extras: max_new_tokens/max_tokens, voice, seed, temperature, top_p, top_k, repetition_penalty, and any request field of the family (instruct, language, task_type).", rich_help_panel=_VLLM)] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="Talker sampling (as --set talker.temperature=).", rich_help_panel=_VLLM)] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Talker sampling (as --set talker.top_p=).", rich_help_panel=_VLLM)] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Talker sampling (as --set talker.top_k=).", rich_help_panel=_VLLM)] = None,
+    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", help="Talker sampling (as --set talker.repetition_penalty=).", rich_help_panel=_VLLM)] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", "--hf-output-len", min=1, help="Same as --max-new-tokens (vLLM-Omni's per-request max_new_tokens).", rich_help_panel=_VLLM)] = None,
+    goodput: Annotated[Optional[list[str]], typer.Option("--goodput", metavar="KEY:VALUE ...", help="SLOs for request_goodput: ttft, tpot, e2el, audio_ttfp (ms) and audio_rtf (ratio); several pairs after one flag, as vLLM.", rich_help_panel=_VLLM)] = None,
+    ramp_up_strategy: Annotated[Optional[str], typer.Option("--ramp-up-strategy", metavar="linear|exponential", help="Ramp the arrival rate from --ramp-up-start-rps to --ramp-up-end-rps over the pass, as vLLM.", rich_help_panel=_VLLM)] = None,
+    ramp_up_start_rps: Annotated[Optional[float], typer.Option("--ramp-up-start-rps", help="With --ramp-up-strategy: the first request's rate.", rich_help_panel=_VLLM)] = None,
+    ramp_up_end_rps: Annotated[Optional[float], typer.Option("--ramp-up-end-rps", help="With --ramp-up-strategy: the last request's rate.", rich_help_panel=_VLLM)] = None,
+    plot_timeline: Annotated[bool, typer.Option("--plot-timeline", help="Write each run's request timeline beside its result file (FILE.timeline.html, vLLM's plot; needs plotly).", rich_help_panel=_VLLM)] = False,
+    timeline_itl_thresholds: Annotated[str, typer.Option("--timeline-itl-thresholds", help="Two ITL thresholds in ms colouring the timeline.", rich_help_panel=_VLLM)] = "25,50",
+    disable_tqdm: Annotated[bool, typer.Option("--disable-tqdm", help="No progress bar.", rich_help_panel=_VLLM)] = False,
+    seed_tts_wer_eval: Annotated[bool, typer.Option("--seed-tts-wer-eval", help="Same as --eval wer (with --audio-out, default RESULT_DIR/seed_tts_audio).", rich_help_panel=_VLLM)] = False,
+    backend: Annotated[Optional[str], typer.Option("--backend", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    endpoint: Annotated[Optional[str], typer.Option("--endpoint", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    host: Annotated[Optional[str], typer.Option("--host", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    port: Annotated[Optional[str], typer.Option("--port", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help=_NOT_APPLYING + " The model is the profile's.", rich_help_panel=_VLLM)] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    served_model_name: Annotated[Optional[str], typer.Option("--served-model-name", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    ready_check_timeout_sec: Annotated[Optional[str], typer.Option("--ready-check-timeout-sec", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = None,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=_NOT_APPLYING, rich_help_panel=_VLLM)] = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -352,15 +395,28 @@ def bench(
 
     # options -> plan (usage errors exit 2)
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     if manifest_arg is not None and manifest is not None and manifest_arg != manifest:
         raise typer.BadParameter("give the manifest either as argument or with --manifest, not both", param_hint="MANIFEST")
+    compat = vllm_compat(
+        dataset_name, dataset_path, seed_tts_locale, manifest or manifest_arg, extra_body, output_len, max_new_tokens,
+        sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k, "repetition_penalty": repetition_penalty},
+        ignored={"--backend": backend, "--endpoint": endpoint, "--host": host, "--port": port, "--base-url": base_url,
+                 "--model": model, "--tokenizer": tokenizer, "--served-model-name": served_model_name,
+                 "--ready-check-timeout-sec": ready_check_timeout_sec, "--trust-remote-code": trust_remote_code or None},
+    )
+    manifest, manifest_arg, max_new_tokens = compat.manifest, None, compat.max_new_tokens
+    set_ = list(set_ or []) + compat.sets
+    if seed_tts_wer_eval:  # vLLM-Omni's WER pass is omni eval's wer, on the kept audio
+        eval_metrics = "wer" if not eval_metrics else ",".join(dict.fromkeys([*eval_metrics.split(","), "wer"]))
+        audio_out = audio_out or (result_dir or Path(".")) / "seed_tts_audio"
     try:
         percentiles = parse_percentiles(metric_percentiles)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--metric-percentiles") from None
     if warmup and warmup_pass:
         raise typer.BadParameter("use --warmup N or --warmup-pass, not both", param_hint="--warmup-pass")
-    shapes = load_shapes(concurrency, request_rate, burstiness, seed)
+    shapes = load_shapes(concurrency, request_rate, burstiness, seed, ramp=(ramp_up_strategy, ramp_up_start_rps, ramp_up_end_rps))
     if ray and keep_failed is not None and str(keep_failed) == os.environ.get(KEEP_FAILED_ENV):
         note(f"${KEEP_FAILED_ENV} is ignored with --ray (a Ray bench keeps no audio)")
         keep_failed = None
@@ -369,14 +425,15 @@ def bench(
         refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1,
                  "--audio-out": audio_out is not None, "--eval": eval_metrics is not None,
                  "--keep-failed": keep_failed is not None, "--save-result": save_result or append_result,
-                 "--plot": plot is not None},
+                 "--plot": plot is not None, "--plot-timeline": plot_timeline,
+                 "--extra-body " + ",".join(compat.request_fields): bool(compat.request_fields)},
     )
     require_folder(result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
     runs = label_profiles(list(profile or [None]) + list(compare or []), set_)
     vllm_files = _vllm_files(
         save_result or append_result, append_result, label, metadata, percentile_metrics,
-        runs_per_file=len(runs) * len(shapes) if result_filename is not None else 1,
+        goodput=goodput, timeline=timeline_itl_thresholds if plot_timeline else None, result_filename=result_filename,
     )
     bench_eval = _plan_eval(eval_metrics, eval_asr, audio_out, runs)
     prompt_set = _prompts(
@@ -388,7 +445,9 @@ def bench(
     report = _Report(
         percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
         vllm=vllm_files, csv_path=csv_path, text=output_format is OutputFormat.text,
+        report_file=report_file, report_dirs=[p for p in (audio_out, keep_failed) if p is not None],
     )
+    report.quiet_progress = disable_tqdm
     note(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
@@ -398,7 +457,7 @@ def bench(
         from omnicli.commands.bench_ray import run_ray_bench
 
         run_ray_bench(runs[0], prompt_set.prompts, plan, report, address=ray_address, resources=resources)
-    session = BenchSession(runs, prompt_set.prompts, plan, _start_engine)
+    session = BenchSession(runs, prompt_set.prompts, plan, _engine_starter(compat.request_fields))
     interrupts = _BenchInterrupts(session, report)
     error, code = _run_and_report(session, interrupts, outputs, report, bench_eval)
     _exit(session, interrupts, outputs, error, code)
@@ -430,41 +489,68 @@ def _ray_resources(ray: bool, engines, gpus, cpus, address, *, refused: dict[str
     return EngineResources(engines=engines or 1, gpus_per_engine=gpus or 0.0, cpus_per_engine=1.0 if cpus is None else cpus)
 
 
-def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int) -> list:
-    """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without)."""
+def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int,
+                ramp: tuple[str | None, float | None, float | None] = (None, None, None)) -> list:
+    """The load shapes of the options: one per --concurrency value, at --request-rate (all at once without),
+    or ramped (--ramp-up-strategy, START, END: open loop, no cap without -c)."""
     from omnicli.driver import LoadShape
 
     if request_rate is not None and (math.isnan(request_rate) or request_rate <= 0):
         raise typer.BadParameter("must be > 0 or inf", param_hint="--request-rate")
     if not (math.isfinite(burstiness) and burstiness > 0):
         raise typer.BadParameter("must be a finite number > 0", param_hint="--burstiness")
+    strategy, start, end = ramp
+    if strategy is None and (start is not None or end is not None):
+        raise typer.BadParameter("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy", param_hint="--ramp-up-strategy")
+    if strategy is not None and request_rate is not None and math.isfinite(request_rate):
+        raise typer.BadParameter("a ramp-up sets the rate: leave --request-rate out (as vLLM)", param_hint="--ramp-up-strategy")
     rate = math.inf if request_rate is None else request_rate
-    levels = parse_concurrency(concurrency if concurrency is not None or request_rate is not None else "1")
-    return [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed) for c in levels]
+    open_loop = request_rate is not None or strategy is not None
+    levels = parse_concurrency(concurrency if concurrency is not None or open_loop else "1")
+    try:
+        return [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed, ramp_up=strategy,
+                          ramp_start=start, ramp_end=end) for c in levels]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--ramp-up-strategy") from None
 
 
 def _vllm_files(
-    save: bool, append: bool, label: str | None, metadata: list[str] | None, percentile_metrics: str | None, *, runs_per_file: int
+    save: bool, append: bool, label: str | None, metadata: list[str] | None, percentile_metrics: str | None, *,
+    goodput: list[str] | None = None, timeline: str | None = None, result_filename: str | None = None,
 ) -> _VllmFiles | None:
-    """The --save-result options (a bad one exits 2); None without --save-result / --append-result."""
-    from omnicli.benchmark.vllm_format import parse_metadata, parse_percentile_metrics
+    """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
+    from omnicli.benchmark.metrics import parse_goodput
+    from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
+    from omnicli.commands.bench_vllm import itl_thresholds, timeline_missing
 
-    try:
-        metrics = parse_percentile_metrics(percentile_metrics)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--percentile-metrics") from None
-    try:
-        pairs = parse_metadata(metadata)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--metadata") from None
-    if not save:
+    def parsed(parse, value, hint):
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+    metrics = parsed(parse_percentile_metrics, percentile_metrics, "--percentile-metrics")
+    pairs = parsed(parse_metadata, metadata, "--metadata")
+    slos = parsed(parse_goodput, goodput, "--goodput")
+    thresholds = None if timeline is None else parsed(itl_thresholds, timeline, "--timeline-itl-thresholds")
+    if thresholds is not None and (missing := timeline_missing()):
+        raise typer.BadParameter(missing, param_hint="--plot-timeline")
+    if save and result_filename is not None:
+        parsed(check_filename_template, result_filename, "--result-filename")
+    if not save and thresholds is None:
         return None
-    if runs_per_file > 1 and not append:
-        raise typer.BadParameter(
-            f"{runs_per_file} runs would share one file: add --append-result, or leave --result-filename out to get one file per run",
-            param_hint="--result-filename",
-        )
-    return _VllmFiles(append, label, pairs, metrics)
+    return _VllmFiles(append, label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
+
+
+def _engine_starter(request_fields: dict[str, Any]):
+    """`_start_engine`, its requests given `request_fields` (--extra-body) where their row leaves them unset."""
+    if not request_fields:
+        return lambda resolved: _start_engine(resolved)
+
+    async def start(resolved):
+        return RequestDefaults(await _start_engine(resolved), request_fields)
+
+    return start
 
 
 def _prompts(manifest: Path | None, **options):
@@ -497,7 +583,7 @@ def _run_and_report(
     """Runs the session under a progress bar and signal handling, scores its audio (--eval), then reports
     whatever completed."""
     with interrupts.signals():
-        with RequestProgress(err_console) as progress:
+        with RequestProgress(CliConsole(stderr=True, quiet=True) if report.quiet_progress else err_console) as progress:
             interrupts.progress = progress
             session.observer = observer = _ProgressObserver(progress, outputs, interrupts)
             outputs.warn = observer.warning
@@ -632,7 +718,7 @@ def _report(
         write_json_atomic(report.path, document)
         err_console.print(f"results: {report.path}", highlight=False)
     if report.vllm is not None:
-        for path in _write_vllm_files(results, runs, report):
+        for path in write_vllm_files(results, runs, report):
             err_console.print(f"run result: {path}", highlight=False)
     if report.csv_path is not None:
         from omnicli.commands.bench_export import write_csv
@@ -643,25 +729,6 @@ def _report(
 
         details = [detailed_lists(r.record_rounds) for r in results]
         err_console.print(f"plot: {plot_results(runs, details, report.plot)}", highlight=False)
+    if not forced and report.path is not None:
+        report_after_run(report.report_file, [report.path, *report.report_dirs])
     return EXIT_SOME_FAILED if failed else EXIT_OK
-
-
-def _write_vllm_files(results, runs: list[dict], report: _Report) -> list[Path]:
-    """One `vllm bench serve`-shaped file per run (or all appended to --result-filename)."""
-    from omnicli.benchmark.metrics import detailed_lists
-    from omnicli.benchmark.vllm_format import result_filename, vllm_result, write_result
-
-    files = report.vllm
-    folder = report.result_dir or Path(".")
-    several_profiles = len({r["profile_label"] for r in runs}) > 1
-    written: list[Path] = []
-    for result, run in zip(results, runs):
-        doc = vllm_result(
-            run, date=report.date, label=files.label, metadata=files.metadata, percentile_metrics=files.metrics,
-            percentiles=report.percentiles, detailed=detailed_lists(result.record_rounds), save_detailed=report.detailed,
-        )
-        name = report.result_filename or result_filename(doc, profile_label=run["profile_label"] if several_profiles else None)
-        path = write_result(folder / name, doc, append=files.append or (report.result_filename is not None and bool(written)))
-        if path not in written:
-            written.append(path)
-    return written

@@ -16,6 +16,9 @@ _DIST_NAMES = {
     "audio_rtf": "RTF",
     "audio_duration": "audio duration (s)",
     "audio_underrun": "underrun (s)",
+    "ttft": "talker TTFT (ms)",
+    "tpot": "talker TPOT (ms)",
+    "itl": "talker ITL (ms)",
 }
 
 

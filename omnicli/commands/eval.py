@@ -32,6 +32,7 @@ from omnicli.commands.common import (
     usage_error,
 )
 from omnicli.commands.eval_wer import Device, Lang, _load_rows, print_not_scored, print_summary
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 
 def _fmt(value) -> str:
@@ -127,6 +128,7 @@ def eval_command(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", min=1, help="WER: cap on decoded tokens per clip.")] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    report_file: ReportOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -152,6 +154,7 @@ def eval_command(
     from omnicli.retention import Retainer
 
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     try:
         chosen = parse_metrics(metrics)
     except ValueError as exc:
@@ -248,4 +251,5 @@ def eval_command(
             print_summary(summary)
         print_audio_summary(summary)
     err_console.print(f"results: {paths['tsv']}, {paths['jsonl']}; summary: {paths['summary']}")
+    report_after_run(report_file, [gen_dir, out_dir, *([keep_failed] if keep_failed else [])])
     raise typer.Exit(EXIT_OK if all_scored(summary) else EXIT_SOME_FAILED)

@@ -33,6 +33,7 @@ from omnicli.commands.common import (
     status,
     usage_error,
 )
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 
 app = typer.Typer(help="Seed-TTS-eval compatible WER of generated speech.")
 
@@ -152,6 +153,7 @@ def eval_wer(
     ] = None,
     profile: ProfileOption = None,
     sets: SetOption = None,
+    report_file: ReportOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -162,13 +164,16 @@ def eval_wer(
     model failed to load, 130 interrupted.
     """
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     plan = _plan(
         gen_dir, manifest, lang=lang.value, asr=asr, threshold=threshold, out=out, transcripts=transcripts,
         keep_failed=keep_failed, device=device.value if device else None, batch_size=batch_size,
         max_new_tokens=max_new_tokens, profile=profile, sets=sets,
     )
     run = _run(plan)
-    raise typer.Exit(_report(plan, run))
+    code = _report(plan, run)
+    report_after_run(report_file, [plan.gen_dir, plan.out_dir, *([keep_failed] if keep_failed else [])])
+    raise typer.Exit(code)
 
 
 @dataclass

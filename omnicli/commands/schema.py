@@ -13,21 +13,23 @@ class Kind(str, Enum):
     results = "results"
     summary = "summary"
     bench = "bench"
+    bench_run = "bench-run"
     eval = "eval"
 
 
 def document_schema(kind: Kind) -> dict:
     """JSON Schema (draft 2020-12, as pydantic emits it) of one kind of file."""
-    from omnicli.benchmark.result_models import BenchDocument
+    from omnicli.benchmark.result_models import BenchDocument, VllmRunResult
     from omnicli.evaluation.result_models import EvalSummary
     from omnicli.synth_results import SynthResult, SynthSummary
 
-    model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument, Kind.eval: EvalSummary}[kind]
+    model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument,
+             Kind.bench_run: VllmRunResult, Kind.eval: EvalSummary}[kind]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **model.model_json_schema()}
 
 
 def schema(
-    kind: Annotated[Kind, typer.Argument(help="results (results.jsonl rows), summary (summary.json), bench (result file), eval (eval-wer's wer_summary.json and eval's eval_summary.json).")],
+    kind: Annotated[Kind, typer.Argument(help="results (results.jsonl rows), summary (summary.json), bench (result file), bench-run (a --save-result file), eval (eval-wer's wer_summary.json and eval's eval_summary.json).")],
 ) -> None:
     """Print the JSON Schema of a file omni writes (draft 2020-12)."""
     typer.echo(json.dumps(document_schema(kind), indent=2))  # plain text: no terminal styling in what tools read

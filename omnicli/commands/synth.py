@@ -35,6 +35,7 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def synth(
     engines: Annotated[int, typer.Option("--engines", min=1, help="With --ray: engine actors, one engine each.")] = 1,
     gpus_per_engine: Annotated[float, typer.Option("--gpus-per-engine", min=0, help="With --ray: GPUs each engine reserves (above 0: the profile is resolved for cuda).")] = 0.0,
     cpus_per_engine: Annotated[float, typer.Option("--cpus-per-engine", min=0, help="With --ray: CPUs each engine reserves.")] = 1.0,
+    report_file: ReportOption = None,
     profile: ProfileOption = None,
     set_: SetOption = None,
     quiet: QuietOption = False,
@@ -104,6 +106,7 @@ def synth(
     from omnicli.synthesis import OutputBusy, OutputLock, plan_run, tidy_out_dir
 
     set_verbosity(quiet, verbose)
+    check_report_option(report_file)
     if (manifest is None) == (not demo):
         err_console.print("[red]error:[/red] give a MANIFEST or --demo (exactly one)")
         raise typer.Exit(EXIT_USAGE)
@@ -170,6 +173,7 @@ def synth(
         session.phase = Phase.DONE
         summary = session.write_summary()
     _print_summary(summary, out)
+    report_after_run(report_file, [out, *([keep_failed] if keep_failed else [])])
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]retention:[/yellow] {retainer.errors} file(s) could not be written: {retainer.error_messages[0]}")
     if getattr(session, "usage_error", None):

@@ -107,11 +107,13 @@ async def drive(
     in_flight: dict[int, str] = {}
     before = engine.stats()
     t0 = time.perf_counter()
+    arrivals = t0 + shape.offsets(len(prompts))  # when `offer` hands each prompt over (for queue times)
 
     async def send(index: int) -> None:
         prompt = prompts[index]
         in_flight[index] = prompt.utt
         record = await run_request(engine, prompt, f"{id_prefix}-{index}" if id_prefix else prompt.utt, keep_pcm)
+        record.arrival = min(float(arrivals[index]), record.start)
         if record.error is not None and stop is not None and stop.is_set() and not record.rejected:
             return  # failed while stopping: not this request's fault; left pending
         del in_flight[index]

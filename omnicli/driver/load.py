@@ -8,7 +8,10 @@ from a gamma distribution with shape `burstiness` and scale
 `1 / (request_rate * burstiness)`, so the mean rate is `request_rate`
 whatever the burstiness; burstiness 1 is a Poisson process, below 1 is
 burstier, above 1 more regular. `request_rate = inf` submits everything at
-once. A concurrency cap can be combined with either.
+once. A concurrency cap can be combined with either. A ramp-up
+(`ramp_up="linear"|"exponential"`, vLLM's `--ramp-up-strategy`) replaces the
+fixed rate: request i arrives at the rate `start + (end - start) * i / (n - 1)`
+(linear) or `start * (end / start) ** (i / (n - 1))` (exponential).
 """
 
 from __future__ import annotations
@@ -32,8 +35,19 @@ class LoadShape:
     request_rate: float = math.inf
     burstiness: float = 1.0
     seed: int = 0
+    ramp_up: str | None = None  # "linear" | "exponential": the rate goes from ramp_start to ramp_end
+    ramp_start: float | None = None  # requests/s of the first request
+    ramp_end: float | None = None  # requests/s of the last request
 
     def __post_init__(self) -> None:
+        if self.ramp_up is not None:
+            if self.ramp_up not in ("linear", "exponential"):
+                raise ValueError(f"ramp-up strategy must be linear or exponential (got {self.ramp_up!r})")
+            rates = (self.ramp_start, self.ramp_end)
+            if any(r is None or not math.isfinite(r) or r <= 0 for r in rates):
+                raise ValueError(f"a ramp-up needs finite start and end rates > 0 (got {rates[0]}, {rates[1]})")
+            if math.isfinite(self.request_rate):
+                raise ValueError("a ramp-up sets the request rate itself: leave the request rate out")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
         if math.isnan(self.request_rate) or self.request_rate <= 0:
@@ -41,11 +55,19 @@ class LoadShape:
         if not math.isfinite(self.burstiness) or self.burstiness <= 0:
             raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
 
+    def offsets(self, n: int) -> np.ndarray:
+        """Seconds after the start at which each of `n` requests is offered."""
+        if self.ramp_up is None:
+            return arrival_offsets(n, self.request_rate, self.burstiness, self.seed)
+        return ramp_up_offsets(n, self.ramp_up, self.ramp_start, self.ramp_end, self.burstiness, self.seed)
+
     @property
     def label(self) -> str:
         parts = []
         if self.concurrency is not None:
             parts.append(f"c{self.concurrency}")
+        if self.ramp_up is not None:
+            parts.append(f"ramp-{self.ramp_up}-{self.ramp_start:g}-{self.ramp_end:g}")
         if math.isfinite(self.request_rate):
             parts.append(f"r{self.request_rate:g}")
             if self.burstiness != 1.0:
@@ -67,6 +89,17 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
+def ramp_up_offsets(n: int, strategy: str, start: float, end: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Like `arrival_offsets`, with the rate of request i ramped from `start` to `end` as vLLM ramps it."""
+    if n <= 0:
+        return np.zeros(0)
+    progress = np.arange(1, n) / max(n - 1, 1)
+    rates = start + (end - start) * progress if strategy == "linear" else start * (end / start) ** progress
+    rng = np.random.default_rng(seed)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rates * burstiness))
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
 async def offer(
     items: Sequence[T],
     send: Callable[[T], Awaitable[None]],
@@ -84,7 +117,7 @@ async def offer(
     every item was sent and finished (also if a stop came too late to matter).
     """
     loop = asyncio.get_running_loop()
-    offsets = arrival_offsets(len(items), shape.request_rate, shape.burstiness, shape.seed)
+    offsets = shape.offsets(len(items))
     gate = asyncio.Semaphore(shape.concurrency) if shape.concurrency else None
 
     def stopping() -> bool:

@@ -101,6 +101,7 @@ class RequestRecord:
     info: RequestInfo | None = None  # the engine's facts (also of a failed request)
     rejected: bool = False  # its input never became a request (error says why)
     prompt: Prompt | None = None  # what was offered, handed back to the caller
+    arrival: float | None = None  # perf_counter() its load shape offered it at (before waiting for a slot)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +116,32 @@ class RequestRecord:
     def output_tokens(self) -> int:
         """Talker tokens generated (what vLLM counts as output tokens)."""
         return self.info.talker_tokens if self.info is not None else 0
+
+    @property
+    def ttft(self) -> float | None:
+        """vLLM's time to first token, of the talker: its first output - submission; None without one."""
+        first = self.info.first_token_at if self.info is not None else None
+        return None if first is None else first - self.start
+
+    @property
+    def itl(self) -> list[float]:
+        """vLLM's inter-token latencies: seconds between consecutive talker output steps."""
+        times = self.info.token_times if self.info is not None else []
+        return [b - a for a, b in zip(times, times[1:])]
+
+    @property
+    def tpot(self) -> float | None:
+        """vLLM's time per output token after the first: (last - first talker output) / (tokens - 1);
+        None for fewer than two tokens."""
+        info = self.info
+        if info is None or info.first_token_at is None or not info.token_times or info.talker_tokens < 2:
+            return None
+        return (info.token_times[-1] - info.first_token_at) / (info.talker_tokens - 1)
+
+    @property
+    def queue_time(self) -> float:
+        """vLLM's client queue time: submission - the moment the load shape offered it (waiting for a slot)."""
+        return max(0.0, self.start - self.arrival) if self.arrival is not None else 0.0
 
     @property
     def num_samples(self) -> int:

@@ -237,6 +237,10 @@ class Engine:
         try:
             async for delta in self.talker.generate(rid, prompt, max_tokens, seed):
                 finish = delta.finish_reason if delta.finished else finish
+                if delta.token_ids:  # when the talker's output reached us: vLLM's token timings
+                    info.token_times.append(time.perf_counter())
+                    if info.first_token_at is None:
+                        info.first_token_at = info.token_times[0]
                 info.talker_tokens += len(delta.token_ids)
                 pending.extend(self.adapter.keep_tokens(delta.token_ids))
                 whole = len(pending) // k * k

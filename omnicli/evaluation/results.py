@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+import numpy as np
+
 from omnicli.atomic import write_json_atomic, write_text_atomic
 from omnicli.evaluation.result_models import EvalSummary
 from omnicli.evaluation.wer import UttScore
@@ -112,27 +114,40 @@ def tsv_cell(value) -> str:
 
 
 def _seed_cell(text: str) -> str:
-    # average_wer.py splits each stripped line on tabs into exactly 7 fields.
-    return " ".join(text.replace("\t", " ").replace("\r", " ").replace("\n", " ").split())
+    # The raw text, as run_wer.py writes it; only a tab or line break (which would break
+    # average_wer.py's split into 7 fields per line) becomes a space.
+    return text.replace("\t", " ").replace("\r", " ").replace("\n", " ")
+
+
+# The first line average_wer.py writes into the score file.
+SEED_WER_HEADER = "\t".join(("utt", "wav_res", "res_wer", "text_ref", "text_res", "res_wer_ins", "res_wer_del", "res_wer_sub")) + "\n"
+
+
+def seed_mean_pct(values: Iterable[float]) -> float:
+    """average_wer.py's `round(np.mean(values) * 100, 3)`: numpy's mean and numpy's rounding
+    (which differs from Python's round() in ties)."""
+    return float(round(np.mean(list(values)) * 100, 3))
 
 
 def seed_wer_lines(results: Iterable[WerResult], gen_dir: str | os.PathLike) -> str:
-    """seed-tts-eval's per-utterance score lines, one per scored utterance:
-    `wav_path<TAB>wer<TAB>ref<TAB>hyp<TAB>ins<TAB>del<TAB>sub` (ratios as
-    fractions, raw texts), then the `WER: X%` line average_wer.py appends.
+    """seed-tts-eval's score file as cal_wer.sh leaves it (`wav_res_ref_text.wer`, written by
+    average_wer.py): its header line, one line per scored utterance as run_wer.py writes it,
+    `wav_path<TAB>wer<TAB>ref<TAB>hyp<TAB>ins<TAB>del<TAB>sub` (ratios as fractions, raw
+    texts, the wav path `os.path.join(gen_dir, utt + ".wav")` as get_wav_res_ref_text.py
+    builds it), then the `WER: X%` line.
 
     Only scored utterances are listed: seed-tts-eval's run_wer.py skips missing
     wavs (and stops on the other failures); empty transcripts are listed at
     WER 1.0, so `WER:` equals `seed_wer_mean`.
     """
     scored = [r for r in results if r.scored]
-    body = "".join(
-        f"{Path(gen_dir) / (r.utt + '.wav')}\t{r.wer!r}\t{_seed_cell(r.ref)}\t{_seed_cell(r.hyp or '')}"
-        f"\t{r.ins!r}\t{r.dele!r}\t{r.sub!r}\n"
+    body = SEED_WER_HEADER + "".join(
+        f"{os.path.join(os.fspath(gen_dir), r.utt + '.wav')}\t{float(r.wer)}\t{_seed_cell(r.ref)}\t{_seed_cell(r.hyp or '')}"
+        f"\t{float(r.ins)}\t{float(r.dele)}\t{float(r.sub)}\n"
         for r in scored
     )
     if scored:
-        body += f"WER: {round(sum(r.wer for r in scored) / len(scored) * 100, 3)}%\n"
+        body += f"WER: {seed_mean_pct(r.wer for r in scored)}%\n"
     return body
 
 

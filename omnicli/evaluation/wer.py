@@ -77,7 +77,8 @@ def score_utterance(reference: str, hypothesis: str, lang: str) -> UttScore:
 
 
 def _pct(value: float) -> float:
-    return round(float(value) * 100.0, 3)
+    # numpy's rounding, as seed-tts-eval's average_wer.py rounds (Python's round() differs in ties)
+    return float(round(np.float64(value) * 100.0, 3))
 
 
 def aggregate(scores: Iterable[UttScore]) -> dict:

@@ -44,7 +44,7 @@ class ParaformerBackend(AsrBackend):
         results = self._model.generate(input=[np.asarray(c, dtype=np.float32) for c in clips], batch_size_s=300)
         if len(results) != len(clips):
             raise AsrError(f"funasr returned {len(results)} results for {len(clips)} clips")
-        return [zhconv.convert(str(r.get("text", "")), "zh-cn").strip() for r in results]
+        return [zhconv.convert(str(r.get("text", "")), "zh-cn") for r in results]  # raw, as run_wer.py keeps it
 
     def decoding_settings(self) -> dict:
         return {"search": "non-autoregressive (Paraformer)", "batch_size_s": 300, "window_s": None, "zhconv": "zh-cn"}

@@ -48,7 +48,8 @@ class TransformersWhisperBackend(AsrBackend):
             ids = self._model.generate(
                 features, language=self.language, task="transcribe", num_beams=1, do_sample=False, **kwargs
             )
-        return [text.strip() for text in self._processor.batch_decode(ids, skip_special_tokens=True)]
+        # Raw, as seed-tts-eval's run_wer.py keeps it (a leading space); scoring normalises it.
+        return list(self._processor.batch_decode(ids, skip_special_tokens=True))
 
     def decoding_settings(self) -> dict:
         return {

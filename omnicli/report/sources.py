@@ -1,0 +1,261 @@
+"""Reading the folders `omni report` is given into typed data; nothing is re-run.
+
+A folder may hold (at any depth up to `MAX_DEPTH`): an `omni synth` output
+(results.jsonl + summary.json), `omni eval` / `omni eval-wer` outputs
+(eval_summary.json / wer_summary.json beside their results.jsonl), `omni bench`
+result files (the summary `omni-bench-*.json`, vLLM-shaped per-pass files,
+`--append-result` JSONL) and failed-audio retention sidecars
+(failed_speech_*.json). Result files are read with the project's own models
+where they are strict (synth rows and summaries, eval summaries); bench runs are
+read tolerantly (keys present or not), since their keys grow (vLLM-named ones).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from omnicli.errors import UsageError
+from omnicli.evaluation.result_models import EvalSummary
+from omnicli.synth_results import SynthResult, SynthSummary
+
+MAX_DEPTH = 4  # OUT/<pass>/eval/ is three levels below a bench --audio-out folder
+SIDECAR_PREFIX = "failed_speech_"
+
+
+class SourceError(UsageError):
+    """A folder or file that cannot be read as anything `omni report` knows (a usage error)."""
+
+
+@dataclass
+class SynthFolder:
+    dir: Path
+    rows: list[SynthResult]
+    summary: SynthSummary | None
+
+
+@dataclass
+class EvalFolder:
+    dir: Path
+    kind: str  # "eval" or "eval-wer"
+    summary: EvalSummary
+    rows: list[dict[str, Any]]
+    gen_dir: Path | None  # where the scored wavs are
+
+
+@dataclass
+class BenchSource:
+    path: Path
+    runs: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    engine_error: str | None = None
+    document: bool = False  # a summary file (omni-bench-*.json), not a per-pass file
+
+
+@dataclass
+class Sidecar:
+    path: Path
+    meta: dict[str, Any]
+
+
+@dataclass
+class Sources:
+    synth: list[SynthFolder] = field(default_factory=list)
+    evals: list[EvalFolder] = field(default_factory=list)
+    bench: list[BenchSource] = field(default_factory=list)
+    sidecars: list[Sidecar] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be read, shown on the page
+
+    def empty(self) -> bool:
+        return not (self.synth or self.evals or self.bench or self.sidecars)
+
+
+def read_sources(paths: list[Path]) -> Sources:
+    """Reads every path (a folder, or a single bench result file). Unknown files are skipped."""
+    sources = Sources()
+    seen: set[Path] = set()  # a folder inside another one given (eval's out inside its GEN_DIR) is read once
+    for path in paths:
+        if not path.exists():
+            raise SourceError(f"{path}: no such file or folder")
+        if path.is_file():
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                if not _read_bench_file(path, sources):
+                    raise SourceError(f"{path}: not an omni bench result file")
+            continue
+        for folder, files in _walk(path):
+            if folder.resolve() not in seen:
+                seen.add(folder.resolve())
+                _read_folder(folder, files, sources)
+    _drop_duplicate_runs(sources)
+    return sources
+
+
+def _walk(root: Path):
+    root_depth = len(root.parts)
+    for here, dirs, files in os.walk(root):
+        folder = Path(here)
+        if len(folder.parts) - root_depth >= MAX_DEPTH:
+            dirs[:] = []
+        dirs.sort()
+        yield folder, set(files)
+
+
+def _read_folder(folder: Path, files: set[str], sources: Sources) -> None:
+    if "results.jsonl" in files:
+        _read_synth(folder, "summary.json" in files, sources)
+    for kind, summary_name, rows_name in (("eval", "eval_summary.json", "eval_results.jsonl"),
+                                          ("eval-wer", "wer_summary.json", "wer_results.jsonl")):
+        if summary_name in files:
+            _read_eval(folder, kind, folder / summary_name, folder / rows_name, sources)
+    for name in sorted(files):
+        path = folder / name
+        if name.startswith(SIDECAR_PREFIX) and name.endswith(".json"):
+            meta = _load_json(path, sources)
+            if isinstance(meta, dict):
+                sources.sidecars.append(Sidecar(path, meta))
+        elif name.endswith((".json", ".jsonl")) and name not in _KNOWN_NAMES:
+            _read_bench_file(path, sources)
+
+
+_KNOWN_NAMES = {"results.jsonl", "summary.json", "eval_summary.json", "eval_results.jsonl",
+                "wer_summary.json", "wer_results.jsonl"}
+
+
+def _load_json(path: Path, sources: Sources) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        sources.notes.append(f"{path}: not readable JSON ({exc})")
+        return None
+
+
+def _read_jsonl(path: Path, sources: Sources) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        sources.notes.append(f"{path}: not readable ({exc})")
+        return rows
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            sources.notes.append(f"{path}:{line_no}: not JSON ({exc.msg}); row skipped")
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
+    latest: dict[str, SynthResult] = {}  # the latest row of an utt wins, as resume reads them
+    for line_no, raw in enumerate(_read_jsonl(folder / "results.jsonl", sources), start=1):
+        try:
+            row = SynthResult.model_validate(raw)
+        except ValidationError as exc:
+            sources.notes.append(f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped")
+            continue
+        latest.pop(row.utt, None)
+        latest[row.utt] = row
+    summary = None
+    if has_summary:
+        data = _load_json(folder / "summary.json", sources)
+        try:
+            summary = SynthSummary.model_validate(data)
+        except ValidationError:
+            sources.notes.append(f"{folder / 'summary.json'}: not an omni synth summary; its totals are not shown")
+    sources.synth.append(SynthFolder(folder, list(latest.values()), summary))
+
+
+def _read_eval(folder: Path, kind: str, summary_path: Path, rows_path: Path, sources: Sources) -> None:
+    data = _load_json(summary_path, sources)
+    try:
+        summary = EvalSummary.model_validate(data)
+    except ValidationError as exc:
+        sources.notes.append(f"{summary_path}: not an omni {kind} summary ({exc.error_count()} errors); skipped")
+        return
+    rows = _read_jsonl(rows_path, sources) if rows_path.exists() else []
+    sources.evals.append(EvalFolder(folder, kind, summary, rows, _gen_dir(folder, summary.gen_dir)))
+
+
+def _gen_dir(eval_dir: Path, recorded: str | None) -> Path | None:
+    """The folder of the scored wavs: as recorded (absolute, or from here), else the eval folder's parent
+    (eval's default --out is GEN_DIR/eval/)."""
+    if recorded:
+        candidate = Path(recorded)
+        if candidate.is_absolute() and candidate.is_dir():
+            return candidate.resolve()
+        if candidate.is_dir():
+            return candidate.resolve()
+    parent = eval_dir.parent
+    return parent.resolve() if parent.is_dir() else None
+
+
+def _read_bench_file(path: Path, sources: Sources) -> bool:
+    """Reads a bench summary file, a vLLM-shaped per-pass file or an --append-result JSONL; False if none."""
+    if path.suffix == ".jsonl":
+        objects = _read_jsonl(path, sources)
+    else:
+        data = _load_json(path, sources)
+        objects = [data] if isinstance(data, dict) else []
+    runs: list[dict[str, Any]] = []
+    for obj in objects:
+        if isinstance(obj.get("runs"), list) and "comparisons" in obj:
+            doc_runs = [r for r in obj["runs"] if isinstance(r, dict)]
+            sources.bench.append(BenchSource(path, doc_runs, [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
+                                             bool(obj.get("interrupted")), obj.get("engine_error"), document=True))
+            continue
+        if _is_vllm_pass(obj):
+            runs.append(obj)
+    if runs:
+        sources.bench.append(BenchSource(path, runs))
+    return bool(runs) or any(b.path == path for b in sources.bench)
+
+
+def _is_vllm_pass(obj: dict[str, Any]) -> bool:
+    return "completed" in obj and "duration" in obj and ("backend" in obj or "profile_label" in obj)
+
+
+def bench_runs(sources: Sources) -> list[dict[str, Any]]:
+    """Every run, each with `arm`: its profile label, or, when two bench invocations ran the same profile
+    under the same load shape (an A/B of two result files), the label and the file, so the two stay apart."""
+    homes: dict[tuple, set[Path]] = {}
+    for source in sources.bench:
+        for run in source.runs:
+            homes.setdefault((run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()).add(source.path)
+    clashing = {key[0] for key, paths in homes.items() if len(paths) > 1}
+    out = []
+    for source in sources.bench:
+        for run in source.runs:
+            label = str(run.get("profile_label") or run.get("label") or source.path.stem)
+            out.append({**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label})
+    return out
+
+
+def run_key(run: dict[str, Any]) -> tuple:
+    """What makes two run records the same pass (a summary file and its per-pass files repeat them)."""
+    return (run.get("started_at"), run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate")))
+
+
+def _drop_duplicate_runs(sources: Sources) -> None:
+    """A pass in both the summary file and a --save-result file is kept once (from the summary)."""
+    seen: set[tuple] = set()
+    for source in sorted(sources.bench, key=lambda b: not b.document):
+        kept = []
+        for run in source.runs:
+            key = run_key(run)
+            if key in seen and key[0] is not None:
+                continue
+            seen.add(key)
+            kept.append(run)
+        source.runs = kept
+    sources.bench = [b for b in sources.bench if b.runs]
