@@ -56,17 +56,12 @@ class RequestInfo:
     talker_tokens: int = 0
     codec_frames: int = 0
     submitted_at: float = 0.0  # perf_counter() when the engine accepted it
-<<<<<<< HEAD
     hit_cap: bool = False  # the talker stopped at the request's max_new_tokens cap (finish_reason "length")
-    first_token_at: float | None = None  # perf_counter() of the first talker token, where the engine knows it
-    token_times: list[float] = field(default_factory=list)  # perf_counter() of each talker token/step output
-    stages: dict = field(default_factory=dict)  # per-stage figures of engines that report them (vLLM-Omni)
-=======
     # Talker token timings (vLLM's TTFT / TPOT / ITL): perf_counter() of the first
     # talker output, and of each talker output step (one step may carry several tokens).
     first_token_at: float | None = None
     token_times: list[float] = field(default_factory=list)
->>>>>>> main
+    stages: dict = field(default_factory=dict)  # per-stage figures of engines that report them (vLLM-Omni)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
