@@ -3,6 +3,7 @@ stand-ins, and our requests checked against vLLM-Omni's own Qwen3-TTS serving ad
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -50,8 +51,13 @@ def test_our_cpu_platform_is_registered_and_answers_only_where_vllm_runs_on_the_
 
 
 def run_python(code: str, *, extra_path: Path | None = None) -> str:
+    """`code` in a fresh interpreter, without the stand-ins an engine test of this session may have put on PYTHONPATH."""
+    from omnicli.vllm_omni.shims import SHIM_DIR
+
     env_code = (f"import sys; sys.path.insert(0, {str(extra_path)!r})\n" if extra_path else "") + textwrap.dedent(code)
-    out = subprocess.run([sys.executable, "-c", env_code], capture_output=True, text=True, timeout=120)
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not p.startswith(str(SHIM_DIR))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    out = subprocess.run([sys.executable, "-c", env_code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
