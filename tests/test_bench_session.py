@@ -340,3 +340,16 @@ def test_plan_validation():
         BenchPlan(shapes=[])
     with pytest.raises(ValueError):
         BenchPlan(shapes=[LoadShape()], rounds=0)
+
+
+def test_engine_stats_sum_counters_and_keep_facts_across_rounds():
+    from omnicli.engine.request import EngineStats
+
+    before = EngineStats(talker_tokens=10, codec_steps=2, extra={"deploy_overlay": {"digest": "old"}})
+    after = EngineStats(talker_tokens=25, codec_steps=5, extra={"deploy_overlay": {"digest": "abc"}})
+    one_round = after.minus(before)
+    assert (one_round.talker_tokens, one_round.codec_steps) == (15, 3)
+    assert one_round.extra == {"deploy_overlay": {"digest": "abc"}}  # facts of the later snapshot, not dropped
+    total = EngineStats().plus(one_round).plus(one_round)
+    assert (total.talker_tokens, total.codec_steps) == (30, 6)
+    assert total.to_dict()["extra"]["deploy_overlay"]["digest"] == "abc"

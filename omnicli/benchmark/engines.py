@@ -68,7 +68,7 @@ def merge_stats(stats: Sequence[EngineStats]) -> dict:
     """
     total = EngineStats()
     for s in stats:
-        total = total.minus(EngineStats().minus(s))  # EngineStats has minus() only
+        total = total.plus(s)
     out = total.to_dict()
     out["talker_tokens_per_s"] = float(sum(s.to_dict()["talker_tokens_per_s"] for s in stats))
     return out

@@ -116,13 +116,10 @@ class PassResult:
     def stats(self) -> EngineStats:
         total = EngineStats()
         for r in self.rounds:
-            total = _plus(total, r.stats)
+            total = total.plus(r.stats)
         return total
 
 
-def _plus(a: EngineStats, b: EngineStats) -> EngineStats:
-    # EngineStats has minus() only; a - (0 - b) keeps the field list in one place.
-    return a.minus(EngineStats().minus(b))
 
 
 class BenchObserver:

@@ -133,10 +133,19 @@ class EngineStats:
     extra: dict = field(default_factory=dict)
 
     def minus(self, earlier: EngineStats) -> EngineStats:
-        out = EngineStats()
+        """Counter differences; `extra` holds facts, not counters: this (the later) snapshot's are kept."""
+        out = EngineStats(extra=dict(self.extra))
         for f in dataclasses.fields(self):
             if f.name != "extra":
                 setattr(out, f.name, getattr(self, f.name) - getattr(earlier, f.name))
+        return out
+
+    def plus(self, other: EngineStats) -> EngineStats:
+        """Counters summed (rounds of one engine, or engines side by side); facts in `extra` merged."""
+        out = EngineStats(extra={**self.extra, **other.extra})
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                setattr(out, f.name, getattr(self, f.name) + getattr(other, f.name))
         return out
 
     def to_dict(self) -> dict:
