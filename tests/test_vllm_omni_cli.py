@@ -74,3 +74,5 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
             assert sr == 24000 and len(data) % 1920 == 0 and 0 < len(data) <= 23 * 1920
             assert (row["finish_reason"] == "length") == (len(data) == 23 * 1920)
     assert not list(out.glob("*.tmp*")) and not list(out.glob(".*.tmp*"))
+    # the deploy overlay the profile became is kept with the run (whole: written atomically)
+    assert "base_config:" in (out / "deploy_overlay.yaml").read_text()

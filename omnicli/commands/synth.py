@@ -251,6 +251,8 @@ class _Session(EngineRunInterrupts):
                     self.engine_error = str(exc)
                     return
             note(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, profile {self.resolved.name} {self.resolved.digest})")
+            for path in engine.write_run_files(self.out):
+                note(f"wrote {path}")
             with RequestProgress(err_console, rate=True) as progress:
                 progress.start("synth", len(rows))
                 on_result = self.progress_feed(progress)

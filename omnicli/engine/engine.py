@@ -347,6 +347,9 @@ class Engine:
         self._outputs.put_all(Dead(self._dead))
 
     # -- figures -----------------------------------------------------------------
+    def write_run_files(self, run_dir: Path) -> list[Path]:
+        return []  # everything about this engine is in the resolved profile the results record
+
     def stats(self) -> EngineStats:
         return EngineStats(
             talker_tokens=self.talker.tokens_generated,

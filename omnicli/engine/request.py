@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
@@ -173,5 +174,10 @@ class EngineLike(Protocol):
     def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]: ...
 
     def stats(self) -> EngineStats: ...
+
+    def write_run_files(self, run_dir: Path) -> list[Path]:
+        """Writes what this engine adds to a run folder (the vLLM-Omni engine: the deploy overlay
+        its profile became); returns the files written. The native engine adds none."""
+        ...
 
     async def close(self) -> None: ...

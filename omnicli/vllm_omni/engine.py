@@ -324,6 +324,12 @@ class OmniEngine:
         if self._in_flight == 0:
             self._busy_s += time.perf_counter() - self._busy_since
 
+    def write_run_files(self, run_dir: Path) -> list[Path]:
+        """The deploy overlay this run's profile became (its digest is in `stats().extra`)."""
+        from omnicli.vllm_omni.overlay import write_overlay
+
+        return [write_overlay(self.overlay, run_dir)]
+
     def stats(self) -> EngineStats:
         busy = self._busy_s + (time.perf_counter() - self._busy_since if self._in_flight else 0.0)
         t = self._totals
