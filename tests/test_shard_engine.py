@@ -39,6 +39,9 @@ class SharedEngine:
     def stats(self):
         return self.harness.engine.stats()
 
+    def write_run_files(self, run_dir):
+        return self.harness.engine.write_run_files(run_dir)
+
     async def close(self) -> None:
         pass  # the session's engine outlives one command
 
