@@ -1,0 +1,169 @@
+"""`omni bench --interleave`: round order, engines kept warm or restarted per round, per-round
+figures and the b/a ratios with their interval, against the fake engine of test_bench_session
+(this component only)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+from rich.console import Console
+
+from omnicli.benchmark.report import ROUND_KEYS, build_document, build_run, round_ratios
+from omnicli.benchmark.session import BenchPlan, EngineStartError
+from omnicli.commands.bench_export import text_lines
+from omnicli.commands.bench_tables import interleaved_tables
+from omnicli.driver import LoadShape
+from tests.test_bench_session import FakeEngine, Recorder, StopAt, run_stopped, session_for
+
+
+class Tracker(Recorder):
+    """Also records engine starts and closes, in order with the rounds."""
+
+    def engine_starting(self, run):
+        self.events.append(("start", run.label))
+
+    def engine_closing(self, run):
+        self.events.append(("close", run.label))
+
+    def round_done(self, run, shape, index, result, engine):
+        super().round_done(run, shape, index, result, engine)
+        self.events.append(("round", run.label, shape.label, index))
+
+
+def rendered(table) -> str:
+    console = Console(file=io.StringIO(), width=240, color_system=None)
+    console.print(table)
+    return console.file.getvalue()
+
+
+def test_rounds_alternate_between_profiles_on_engines_kept_warm():
+    engines, obs = [], Tracker()
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2), LoadShape(concurrency=4)], rounds=3, warmup_requests=1, interleave=True)
+    results = asyncio.run(session_for(engines, ["a"] * 4, plan, labels=("a", "b"), observer=obs).run())
+    assert len(engines) == 2 and all(e.closed for e in engines)  # one engine per profile, both closed at the end
+    order = [e for e in obs.events if e[0] in ("start", "close", "round")]
+    rounds = [(label, shape, r) for shape in ("c2", "c4") for r in range(3) for label in ("a", "b")]
+    assert order == [("start", "a"), ("start", "b"), *(("round", *x) for x in rounds), ("close", "a"), ("close", "b")]
+    assert [(r.profile.label, r.shape.label, len(r.rounds)) for r in results] == [
+        ("a", "c2", 3), ("b", "c2", 3), ("a", "c4", 3), ("b", "c4", 3)]
+    assert all(r.interleaved and not r.engine_restarts for r in results)
+    assert [r.warmup_requests for r in results] == [1, 1, 0, 0]  # each engine's warmup, before its first pass only
+    assert all(rnd.load is not None and rnd.load >= 0 for r in results for rnd in r.rounds)
+
+
+def test_without_interleave_profiles_run_one_after_the_other_and_files_are_unchanged():
+    engines, obs = [], Tracker()
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=2)
+    results = asyncio.run(session_for(engines, ["a"] * 3, plan, labels=("a", "b"), observer=obs).run())
+    order = [e for e in obs.events if e[0] in ("start", "close", "round")]
+    assert order == [("start", "a"), ("round", "a", "c2", 0), ("round", "a", "c2", 1), ("close", "a"),
+                     ("start", "b"), ("round", "b", "c2", 0), ("round", "b", "c2", 1), ("close", "b")]
+    runs = [build_run(r) for r in results]
+    assert not any({"interleaved", "per_round", "engine_restarts"} & set(run) for run in runs)
+    assert "interleaved" not in build_document(runs, "now")["comparisons"][0]
+    assert interleaved_tables(runs) == []
+
+
+def test_an_engine_that_cannot_start_beside_the_other_turns_into_one_engine_per_round():
+    engines, obs, open_now = [], Tracker(), []
+
+    async def start(profile):  # room for one engine at a time
+        if open_now:
+            raise RuntimeError("not enough memory for a second engine")
+        engine = FakeEngine()
+        closing = engine.close
+
+        async def close():
+            open_now.remove(engine)
+            await closing()
+
+        engine.close = close
+        open_now.append(engine)
+        engines.append(engine)
+        return engine
+
+    session = session_for([], ["a"] * 3, BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3, warmup_requests=2, interleave=True),
+                          labels=("a", "b"), observer=obs)
+    session.start_engine = start
+    results = asyncio.run(session.run())
+    assert len(engines) == 1 + 6 and all(e.closed for e in engines) and not open_now  # the warm one, then one per round
+    warnings = [e[1] for e in obs.events if e[0] == "warning"]
+    assert len(warnings) == 1 and "'b' failed to start" in warnings[0] and "started for each of its rounds" in warnings[0]
+    rounds = [e[1:] for e in obs.events if e[0] == "round"]
+    assert rounds == [(label, "c2", r) for r in range(3) for label in ("a", "b")]
+    assert all(r.engine_restarts and len(r.rounds) == 3 for r in results)
+    assert all(len([i for i in e.seen if "warmup" in i]) == 2 for e in engines[1:])  # every fresh engine is warmed up
+    assert build_run(results[0])["engine_restarts"] is True
+
+
+def test_a_first_engine_that_cannot_start_is_an_error_not_a_fallback():
+    async def start(profile):
+        raise RuntimeError("no such model")
+
+    session = session_for([], ["a"], BenchPlan(shapes=[LoadShape()], rounds=3, interleave=True), labels=("a", "b"))
+    session.start_engine = start
+    with pytest.raises(EngineStartError, match="'a'.*no such model"):
+        asyncio.run(session.run())
+
+
+def test_stop_keeps_each_profiles_finished_rounds_and_closes_both_engines():
+    engines = []
+    stopper = StopAt("b c2 round 2/3", 0.01)
+    plan = BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3, interleave=True)
+    session = session_for(engines, ["a"] * 4, plan, labels=("a", "b"), observer=stopper)
+    run_stopped(session, stopper)
+    assert all(e.closed and e.in_flight == 0 for e in engines)
+    assert [(r.profile.label, len(r.rounds)) for r in session.results] == [("a", 2), ("b", 1)]
+    assert session.unfinished == "b c2 round 2/3"
+
+
+def test_per_round_figures_and_ratio_with_interval_in_the_file_table_and_text():
+    engines = []
+    plan = BenchPlan(shapes=[LoadShape(concurrency=4)], rounds=3, interleave=True)
+    # b's chunks come 8x slower: a difference no load on the machine hides
+    session = session_for(engines, ["a"] * 4, plan, labels=("a", "b"),
+                          engine_kwargs={"a": {"step": 0.01}, "b": {"step": 0.08}})
+    runs = [build_run(r) for r in asyncio.run(session.run())]
+    for run in runs:
+        assert run["interleaved"] is True and run["engine_restarts"] is False
+        assert [f["round"] for f in run["per_round"]] == [0, 1, 2]
+        for figures, duration in zip(run["per_round"], run["round_durations"]):
+            assert figures["audio_throughput"] == pytest.approx(4 * 0.3 / duration)  # 4 requests of 0.3 s audio
+            assert figures["mean_audio_ttfp_ms"] <= figures["p99_audio_ttfp_ms"] <= figures["mean_e2el_ms"] * 1.01
+    (comparison,) = build_document(runs, "now")["comparisons"]  # validated against BenchDocument
+    by_metric = {e["metric"]: e for e in comparison["interleaved"]}
+    assert list(by_metric) == list(ROUND_KEYS)
+    speed = by_metric["audio_throughput"]
+    assert speed["a_rounds"] == speed["b_rounds"] == 3
+    assert speed["ratio"] == pytest.approx(speed["b_median"] / speed["a_median"])
+    assert speed["low"] <= speed["ratio"] <= speed["high"] < 1.0 and speed["measured"] is True
+    assert by_metric["mean_e2el_ms"]["low"] > 1.0 and by_metric["mean_e2el_ms"]["measured"] is True
+    table = rendered(interleaved_tables(runs)[0])
+    assert "A/B interleaved - c=4" in table and "3 / 3 rounds" in table and "load average" in table
+    assert f"{speed['ratio']:.2f}x (90% interval {speed['low']:.2f}-{speed['high']:.2f})" in table
+    lines = text_lines(runs, (99,))
+    assert "== interleaved b/a c=4 ==" in lines
+    assert any(line.startswith("Audio throughput (audio s/s): ") and speed["summary"] in line for line in lines)
+
+
+def rounds_of(values, key="audio_throughput"):
+    return {"per_round": [{"round": i, "load_avg": 1.0, **dict.fromkeys(ROUND_KEYS), key: v} for i, v in enumerate(values)]}
+
+
+def test_an_interval_that_spans_one_is_no_difference_measured():
+    (entry,) = [e for e in round_ratios(rounds_of([1.0, 1.2, 0.9]), rounds_of([1.1, 0.95, 1.05]))
+                if e["metric"] == "audio_throughput"]
+    assert entry["low"] < 1.0 < entry["high"] and entry["measured"] is False
+    assert entry["summary"].startswith("no difference measured (")
+    assert (entry["a_median"], entry["a_min"], entry["a_max"]) == (1.0, 0.9, 1.2)
+
+
+def test_fewer_than_three_rounds_give_a_ratio_and_no_interval():
+    (entry,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "audio_throughput"]
+    assert entry["ratio"] == pytest.approx(2.0) and entry["low"] is None and entry["measured"] is None
+    assert entry["summary"] == "x2.00, no interval (2 round(s); 3 needed)"
+    # a metric no round has a figure for (all requests failed): said so, no ratio
+    (ttfp,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "mean_audio_ttfp_ms"]
+    assert ttfp["ratio"] is None and ttfp["summary"].startswith("no ratio")
