@@ -167,3 +167,40 @@ def test_fewer_than_three_rounds_give_a_ratio_and_no_interval():
     # a metric no round has a figure for (all requests failed): said so, no ratio
     (ttfp,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "mean_audio_ttfp_ms"]
     assert ttfp["ratio"] is None and ttfp["summary"].startswith("no ratio")
+
+
+@pytest.mark.engine
+def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_harness, monkeypatch, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    import omnicli.commands.bench as bench_cmd
+    from omnicli.cli import app
+    from tests.test_dropin_ci_engine import CrossLoopEngine
+
+    starts = []
+
+    async def start(resolved):  # each profile gets the session's engine (closing stays the fixture's)
+        starts.append(resolved.name)
+        return CrossLoopEngine(engine_harness)
+
+    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    result = CliRunner().invoke(app, ["bench", "-p", "cpu", "--compare", "cpu", "--interleave", "--rounds", "3", "-n", "2",
+                                      "-c", "2", "--max-new-tokens", "16", "--format", "text", "--result-dir", str(tmp_path),
+                                      "--result-filename", "ab.json"])
+    assert result.exit_code == 0, result.output
+    assert starts == ["cpu", "cpu"]  # both engines started before the first round, kept for all six
+    assert "rounds alternating between the profiles" in result.output
+    lines = result.output.splitlines()
+    block = lines[lines.index("== interleaved cpu#2/cpu c=2 ==") + 1:]
+    assert [line.split(":")[0] for line in block[:6]] == [
+        "Audio throughput (audio s/s)", "Request throughput (req/s)", "Mean TTFP (ms)", "P99 TTFP (ms)", "Mean E2EL (ms)",
+        "Mean RTF"]
+    doc = json.loads((tmp_path / "ab.json").read_text())
+    assert [len(run["per_round"]) for run in doc["runs"]] == [3, 3]
+    assert all(f["audio_throughput"] > 0 and f["load_avg"] is not None for run in doc["runs"] for f in run["per_round"])
+    (comparison,) = doc["comparisons"]
+    for entry in comparison["interleaved"]:
+        assert entry["a_rounds"] == entry["b_rounds"] == 3 and entry["low"] <= entry["ratio"] <= entry["high"]
+        assert entry["summary"] in "\n".join(block[:6])
