@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
 
 def summary_lines(counts: list[int], documents: dict[int, list[dict]], rounds: dict) -> list[str]:
     """Per load shape and engine count: median audio-s/s over rounds, min-max, load, per-engine medians, ratio."""
-    from omnicli.benchmark.compare import MIN_ROUNDS, PhaseRounds, ratio_estimate
+    from omnicli.benchmark.compare import PhaseRounds, ratio_summary
 
     shapes = list(dict.fromkeys(run["label"].split("/")[-1] for docs in documents.values() for d in docs for run in d["runs"]))
     lines = []
@@ -137,11 +137,7 @@ def summary_lines(counts: list[int], documents: dict[int, list[dict]], rounds: d
             if base is None:
                 base = phase
             elif base.values and min(base.values) > 0:
-                if min(len(phase.values), len(base.values)) >= MIN_ROUNDS:
-                    verdict = ratio_estimate(phase.values, base.values).describe()
-                else:
-                    verdict = f"{phase.median / base.median:.2f}x, no interval (fewer than {MIN_ROUNDS} rounds)"
-                lines.append(f"  {n} engine(s) / {base.name.split(' ')[0]} engine(s): {verdict}")
+                lines.append(f"  {n} engine(s) / {base.name.split(' ')[0]} engine(s): {ratio_summary(phase.values, base.values)}")
     return lines
 
 

@@ -163,7 +163,7 @@ def test_an_interval_that_spans_one_is_no_difference_measured():
 def test_fewer_than_three_rounds_give_a_ratio_and_no_interval():
     (entry,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "audio_throughput"]
     assert entry["ratio"] == pytest.approx(2.0) and entry["low"] is None and entry["measured"] is None
-    assert entry["summary"] == "x2.00, no interval (2 round(s); 3 needed)"
+    assert entry["summary"] == "2.00x, no interval (2 round(s); 3 needed)"
     # a metric no round has a figure for (all requests failed): said so, no ratio
     (ttfp,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "mean_audio_ttfp_ms"]
     assert ttfp["ratio"] is None and ttfp["summary"].startswith("no ratio")

@@ -177,7 +177,7 @@ def round_figures(result: PassResult) -> list[dict]:
 def round_ratios(base: dict, other: dict) -> list[dict]:
     """Per ROUND_KEYS metric: each side's median and spread over its rounds, and median(b)/median(a) with
     compare.ratio_estimate's bootstrap interval (none with fewer than compare.MIN_ROUNDS rounds a side)."""
-    from omnicli.benchmark.compare import MIN_ROUNDS, ratio_estimate
+    from omnicli.benchmark.compare import MIN_ROUNDS, ratio_estimate, ratio_summary
 
     out = []
     for key in ROUND_KEYS:
@@ -191,7 +191,7 @@ def round_ratios(base: dict, other: dict) -> list[dict]:
         if entry["ratio"] is None or min(a) <= 0:
             entry["summary"] = "no ratio (no figure, or a zero one)"
         elif min(len(a), len(b)) < MIN_ROUNDS:
-            entry["summary"] = f"x{entry['ratio']:.2f}, no interval ({min(len(a), len(b))} round(s); {MIN_ROUNDS} needed)"
+            entry["summary"] = ratio_summary(b, a)
         else:
             estimate = ratio_estimate(b, a)
             entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence, measured=estimate.measured,
