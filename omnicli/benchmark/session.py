@@ -317,6 +317,8 @@ class BenchSession:
                         used[index] = engines[index]
                         rounds[index].append(await self._round(index, run, engines[index], shape, r))
                         continue
+                    if self.stopped:  # a stop while the last engine closed: start no other
+                        raise _Stopped
                     engine = used[index] = await self._start(run)
                     try:
                         warmed = await self._warmup(index, run, engine)
