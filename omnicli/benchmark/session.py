@@ -222,7 +222,11 @@ class BenchSession:
             engine = await self.start_engine(run.profile)
         except Exception as exc:
             raise EngineStartError(run.label, exc) from exc
-        self.observer.engine_started(run, engine)
+        try:
+            self.observer.engine_started(run, engine)
+        except BaseException:  # the engine is the caller's only once this returns
+            await self._close(run, engine)
+            raise
         return engine
 
     async def _close(self, run: ProfileRun, engine: Any) -> None:
