@@ -204,3 +204,60 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
     for entry in comparison["interleaved"]:
         assert entry["a_rounds"] == entry["b_rounds"] == 3 and entry["low"] <= entry["ratio"] <= entry["high"]
         assert entry["summary"] in "\n".join(block[:6])
+
+
+def load_script(name: str):
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_scaleout_prints_medians_spread_load_and_the_ratio_with_its_interval():
+    from omnicli.benchmark.compare import PhaseRounds
+
+    script = load_script("bench_scaleout")
+
+    def doc(total, per_engine):
+        return {"runs": [{"label": "cpu/c4", "audio_throughput": total, "p50_audio_ttfp_ms": 200.0,
+                          "per_engine": [{"audio_throughput": x} for x in per_engine]}]}
+
+    documents = {1: [doc(1.0, [1.0]), doc(1.2, [1.2]), doc(0.9, [0.9])],
+                 2: [doc(1.6, [0.8, 0.8]), doc(1.8, [0.9, 0.9]), {"runs": []}]}  # 2 engines: one round failed
+    rounds = {"1 engine(s)": PhaseRounds("1", [], [1.0, 2.0, 3.0]), "2 engine(s)": PhaseRounds("2", [], [2.0, 2.0, 5.0])}
+    lines = script.summary_lines([1, 2], documents, rounds)
+    assert lines[0] == ("1 engine(s) c4: median 1.000 audio-s/s (min 0.900, max 1.200, 3 rounds, load 2.0); "
+                        "per engine 1.00; p50 TTFP 200.0 ms")
+    assert lines[1].startswith("2 engine(s) c4: median 1.700 audio-s/s (min 1.600, max 1.800, 2 rounds, load 3.0)")
+    assert lines[2] == "  2 engine(s) / 1 engine(s): 1.70x, no interval (2 round(s); 3 needed)"
+
+
+def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys):
+    from types import SimpleNamespace
+
+    script = load_script("bench_neutts")
+    args = SimpleNamespace(rows=2, tokens=50, conc=[2], rounds=3)
+
+    def engine(speed):
+        return {"2": {"audio_s_per_s": speed, "talker_tokens_per_s": 9.0, "codec_ms_per_audio_s": 400.0, "mean_first_audio_ms": 900.0}}
+
+    res = {"load_start": (1.0, 1.0, 1.0), "load_end": (2.0, 2.0, 2.0), "load": {name: [1.0, 2.0, 3.0] for name in script.COMPARED},
+           "rounds": {"reference": [{"audio_s_per_s": v, "talker_tokens_per_s": 5.0, "codec_ms_per_audio_s": 200.0,
+                                     "mean_first_audio_ms": 5000.0, "codec_cpu_s_per_audio_s": 0.5} for v in (0.1, 0.11, 0.09)],
+                      "talker": [{"2": {"audio_s_per_s": v, "talker_tokens_per_s": 30.0, "talker_cpu_s_per_audio_s": 1.5}}
+                                 for v in (0.6, 0.62, 0.58)],
+                      "engine-off": [engine(v) for v in (0.4, 0.42, 0.38)],
+                      "engine-on": [engine(v) for v in (0.41, 0.39, 0.43)]}}
+    script.report(res, args)
+    out = capsys.readouterr().out
+    assert "reference loop (c=1): median 0.100 audio-s/s (min 0.090, max 0.110, 3 rounds, load 2.0)" in out
+    assert "engine off / reference 4.00x (90% interval" in out
+    assert "engine on / off no difference measured (1.02x" in out
+    # ceiling on N cores: N / (1.5 + 0.5) audio-s/s; the engine's fraction is its median over that
+    cores = len(__import__("os").sched_getaffinity(0))
+    assert f"ceiling {cores / 2.0:.3f} audio-s/s" in out and f"off {0.4 / (cores / 2.0):.2f}, on {0.41 / (cores / 2.0):.2f}" in out
+    assert res["summary"]["off 2"]["median"] == 0.4
