@@ -89,6 +89,8 @@ def write_profile(cache: Path, args, name: str) -> Path:
         "talker": talker_yaml(args),
         "codec": {"max_num_seqs": max(args.conc), "threads": 1, **COALESCING[name]},
     }
+    if "generation_min_batch_size" in prof["codec"]:  # the coalescing target cannot exceed the codec's slots
+        prof["codec"]["generation_min_batch_size"] = min(prof["codec"]["generation_min_batch_size"], max(args.conc))
     path = cache / f"coalescing-{name}.yaml"
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
     return path
