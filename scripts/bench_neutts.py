@@ -331,7 +331,9 @@ def report(res: dict, args) -> None:
     from omnicli.benchmark.compare import PhaseRounds, ratio_summary
 
     def phase(name: str, label: str, c: int | None = None) -> PhaseRounds:
-        return PhaseRounds(label, series(res, name, "audio_s_per_s", c), res["load"][name])
+        # the load the phase's own process saw; rounds run before it recorded one: the load around its run here
+        load = [f.get("load_avg", around) for f, around in zip(res["rounds"][name], res["load"][name])]
+        return PhaseRounds(label, series(res, name, "audio_s_per_s", c), load)
 
     def versus(a: PhaseRounds, b: PhaseRounds) -> str:
         return ratio_summary(a.values, b.values) if a.values and b.values and min(b.values) > 0 else "-"
@@ -422,7 +424,9 @@ def main() -> None:
     cache = args.cache.resolve()
     cache.mkdir(parents=True, exist_ok=True)
     if args.phase:
+        before = os.getloadavg()[0]
         result = PHASES[args.phase](cache, args)
+        result["load_avg"] = (before + os.getloadavg()[0]) / 2  # kept with the figures: --reuse reads it back
         out = args.out or f"{args.phase}.json"
         tmp = cache / f".{out}.tmp"
         tmp.write_text(json.dumps(result))
