@@ -1,9 +1,13 @@
 """NeuTTS Air at real size (random weights): the engine against the neutts reference loop, in one run.
 
-    python scripts/bench_neutts.py CACHE_DIR [--quick] [--rows 32] [--tokens 100] [--concurrency 1,8,32]
+    python scripts/bench_neutts.py CACHE_DIR [--quick] [--rows 32] [--tokens 100] [--concurrency 1,8,32] [--rounds 3]
 
 Phases, each in its own process so that no two real-size models are in memory
-at once (the engine alone needs 6-8 GiB here):
+at once (the engine alone needs 6-8 GiB here). The compared phases (3-5) run
+in alternating rounds (reference, talker-only, engine off, engine on,
+reference, ...; `--rounds`, default 3), so that load drifting on the machine
+falls on each of them alike (omnicli/benchmark/compare.py); each round of a
+phase is a fresh process, its model loaded and warmed up anew:
 
 1. build (once; reused from CACHE_DIR/checkpoint): `omni models build-tiny
    neutts-air --real-size` layout, Qwen2.5-0.5B dimensions, bfloat16 talker,
@@ -23,12 +27,19 @@ at once (the engine alone needs 6-8 GiB here):
    the engine: both then pay for the same amount of audio.
 4. talker-only: vLLM (the engine's Talker, same profile, sampling and prompts)
    without the codec; tokens counted and converted at 50 tokens per audio second.
-5. engine: `omni bench` (the real CLI) with coalescing off and on, the same
-   rows, concurrency sweep; talker tokens/s, codec ms per audio second,
-   audio-s/s, mean first-audio latency.
+5. engine: `omni bench` (the real CLI) with coalescing off, then (its own
+   process) on, the same rows, concurrency sweep; talker tokens/s, codec ms
+   per audio second, audio-s/s, mean first-audio latency.
 
-Prints one table and the ratios (engine / reference, engine efficiency =
-engine audio-s/s / talker-only audio-s/s) and writes CACHE_DIR/results.json.
+Prints per phase (and concurrency) the median audio-s/s over the rounds, its
+min-max and the load average during those rounds; one table of the medians;
+the ratios (engine / reference, engine on / off, efficiency = engine / talker
+only) with their bootstrap 90% intervals ("no difference measured" when one
+spans 1.0); and the ceiling: CPU seconds per audio second of the talker alone
+(vLLM's process tree, at each concurrency) and of the codec alone (the
+reference's full-sequence decode), the audio-s/s they allow on this many
+cores (cores / their sum), and the engine's fraction of it. Writes
+CACHE_DIR/results.json.
 """
 
 from __future__ import annotations
@@ -37,10 +48,13 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from omnicli.benchmark.compare import run_interleaved
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "omnicli" / "data" / "demo" / "meta.lst"
@@ -75,6 +89,8 @@ def write_profile(cache: Path, args, name: str) -> Path:
         "talker": talker_yaml(args),
         "codec": {"max_num_seqs": max(args.conc), "threads": 1, **COALESCING[name]},
     }
+    if "generation_min_batch_size" in prof["codec"]:  # the coalescing target cannot exceed the codec's slots
+        prof["codec"]["generation_min_batch_size"] = min(prof["codec"]["generation_min_batch_size"], max(args.conc))
     path = cache / f"coalescing-{name}.yaml"
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
     return path
@@ -130,8 +146,10 @@ def phase_reference(cache: Path, args) -> dict:
     codec = NeuCodecCodec(model, features, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
                           overlap=neutts.OVERLAP_FRAMES)
     stop = data["stop"][0]
+    decode_cpu_s = 0.0
 
     def synth(prompt: list[int], seed: int) -> tuple[int, float, int]:
+        nonlocal decode_cpu_s
         torch.manual_seed(seed)
         ids = torch.tensor([prompt])
         with torch.no_grad():
@@ -141,11 +159,13 @@ def phase_reference(cache: Path, args) -> dict:
             new = out[0, len(prompt):]
             new = new[new != stop]
             codes = ((new - data["speech_0"]) % neutts.CODEBOOK_SIZE).view(1, -1, 1)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             audio = codec.decode_frames(codes)
+            decode_cpu_s += time.process_time() - c0  # every thread of this process: only the decode runs now
             return int(new.numel()), time.perf_counter() - t0, audio.shape[-1]
 
     synth(data["prompts"][0], -1)  # warm-up (first-call allocations), not timed
+    decode_cpu_s = 0.0
     n = args.rows
     tokens = decode_s = 0.0
     t0 = time.perf_counter()
@@ -160,7 +180,22 @@ def phase_reference(cache: Path, args) -> dict:
     audio_s = tokens / TOKENS_PER_AUDIO_S
     return {"rows": n, "tokens": tokens, "wall_s": wall, "audio_s": audio_s, "audio_s_per_s": audio_s / wall,
             "talker_tokens_per_s": tokens / (wall - decode_s), "codec_ms_per_audio_s": 1000 * decode_s / audio_s,
-            "mean_first_audio_ms": 1000 * sum(firsts) / len(firsts)}
+            "mean_first_audio_ms": 1000 * sum(firsts) / len(firsts), "codec_cpu_s_per_audio_s": decode_cpu_s / audio_s}
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds of this process and its live children (vLLM's engine core runs in one)."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def phase_talker(cache: Path, args) -> dict:
@@ -195,12 +230,13 @@ def phase_talker(cache: Path, args) -> dict:
                     async with sem:
                         return await one(f"c{c}-{i}", p, i)
 
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), tree_cpu_s()
                 counts = await asyncio.gather(*(limited(i, p) for i, p in enumerate(rows)))
-                wall = time.perf_counter() - t0
+                wall, cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
+                audio_s = sum(counts) / TOKENS_PER_AUDIO_S
                 out[str(c)] = {"rows": len(rows), "tokens": sum(counts), "wall_s": wall,
-                               "talker_tokens_per_s": sum(counts) / wall,
-                               "audio_s_per_s": sum(counts) / TOKENS_PER_AUDIO_S / wall}
+                               "talker_tokens_per_s": sum(counts) / wall, "audio_s_per_s": audio_s / wall,
+                               "talker_cpu_s_per_audio_s": cpu / audio_s if audio_s else None}
         finally:
             tk.shutdown()
         return out
@@ -208,26 +244,25 @@ def phase_talker(cache: Path, args) -> dict:
     return asyncio.run(run())
 
 
-def phase_engine(cache: Path, args) -> dict:
-    """One `omni bench` A/B: coalescing off then on (engines one at a time), the concurrency sweep on each."""
-    profiles = [write_profile(cache, args, name) for name in ("off", "on")]
-    res = cache / "engine-bench.json"
+def phase_engine(cache: Path, args, name: str) -> dict:
+    """One `omni bench` of one coalescing setting (`name`: off, on), the concurrency sweep on it."""
+    profile = write_profile(cache, args, name)
+    res = cache / f"engine-{name}-bench.json"
     res.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "omnicli", "bench", str(DEMO), "-n", str(args.rows), "-c", args.concurrency,
            "--disable-shuffle", "--warmup", "4", "--max-new-tokens", str(args.tokens), "--seed", "0",
-           *[x for p in profiles for x in ("--profile", str(p))],
+           "--profile", str(profile),
            "--result-dir", str(cache), "--result-filename", res.name, "--format", "text"]
-    log = cache / "engine-bench.log"
+    log = cache / f"engine-{name}-bench.log"
     with open(log, "w") as fh:
         rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env()).returncode
     if rc != 0 or not res.exists():
         raise SystemExit(f"omni bench exited {rc}; see {log}")
-    out: dict = {"off": {}, "on": {}}
+    out: dict = {}
     for run in json.loads(res.read_text())["runs"]:
-        name = "on" if "coalescing-on" in str(run["profile_label"]) else "off"
         stats = run.get("engine_stats", {})
         audio = run["total_audio_duration_s"]
-        out[name][str(run["max_concurrency"])] = {
+        out[str(run["max_concurrency"])] = {
             "rows": run["num_prompts"], "completed": run["completed"], "failed": run["failed"],
             "wall_s": run["duration"], "audio_s": audio, "audio_s_per_s": run["audio_throughput"],
             "talker_tokens_per_s": run["talker_tokens_per_s"],
@@ -240,7 +275,9 @@ def phase_engine(cache: Path, args) -> dict:
 
 
 PHASES = {"build": phase_build, "prompts": phase_prompts, "reference": phase_reference,
-          "talker": phase_talker, "engine": phase_engine}
+          "talker": phase_talker, "engine-off": lambda cache, args: phase_engine(cache, args, "off"),
+          "engine-on": lambda cache, args: phase_engine(cache, args, "on")}
+COMPARED = ("reference", "talker", "engine-off", "engine-on")  # run in alternating rounds
 
 
 def child_env() -> dict:
@@ -249,15 +286,16 @@ def child_env() -> dict:
     return env
 
 
-def run_phase(name: str, cache: Path, argv: list[str], timeout: float, reuse: bool) -> dict:
+def run_phase(name: str, cache: Path, argv: list[str], timeout: float, reuse: bool, round_: int | None = None) -> dict:
     """Runs one phase in a fresh process (its memory is returned when it ends) and reads its JSON."""
-    out = cache / f"{name}.json"
+    stem = name if round_ is None else f"{name}-r{round_ + 1}"
+    out = cache / f"{stem}.json"
     if reuse and out.exists():
         print(f"phase {name}: reusing {out}", flush=True)
         return json.loads(out.read_text())
     out.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, str(cache), "--phase", name, *argv], env=child_env(),
+    proc = subprocess.Popen([sys.executable, __file__, str(cache), "--phase", name, "--out", out.name, *argv], env=child_env(),
                             start_new_session=True)
     try:
         rc = proc.wait(timeout=timeout)
@@ -267,7 +305,7 @@ def run_phase(name: str, cache: Path, argv: list[str], timeout: float, reuse: bo
         raise
     if rc != 0 or not out.exists():
         raise SystemExit(f"phase {name} failed (exit {rc})")
-    print(f"[{time.strftime('%H:%M:%S')}] phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"[{time.strftime('%H:%M:%S')}] phase {stem}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
     return json.loads(out.read_text())
 
 
@@ -275,69 +313,142 @@ def fmt(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def series(res: dict, name: str, key: str, c: int | None = None) -> list[float]:
+    """One figure of a phase over its rounds (at concurrency `c` for the talker and engine phases)."""
+    out = []
+    for figures in res["rounds"][name]:
+        entry = figures if c is None else figures.get(str(c), {})
+        if isinstance(entry.get(key), (int, float)):
+            out.append(float(entry[key]))
+    return out
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def report(res: dict, args) -> None:
-    ref, talk, eng = res["reference"], res["talker"], res["engine"]
+    from omnicli.benchmark.compare import PhaseRounds, ratio_summary
+
+    def phase(name: str, label: str, c: int | None = None) -> PhaseRounds:
+        # the load the phase's own process saw; rounds run before it recorded one: the load around its run here
+        load = [f.get("load_avg", around) for f, around in zip(res["rounds"][name], res["load"][name])]
+        return PhaseRounds(label, series(res, name, "audio_s_per_s", c), load)
+
+    def versus(a: PhaseRounds, b: PhaseRounds) -> str:
+        return ratio_summary(a.values, b.values) if a.values and b.values and min(b.values) > 0 else "-"
+
     print(f"\nload average at start: {res['load_start']}; at end: {res['load_end']}")
     print(f"rows: {args.rows} per pass; {args.tokens} talker tokens each "
-          f"({args.tokens / TOKENS_PER_AUDIO_S:.1f} s of audio at 50 tokens/s)\n")
+          f"({args.tokens / TOKENS_PER_AUDIO_S:.1f} s of audio at 50 tokens/s); {args.rounds} alternating round(s) "
+          f"of {', '.join(COMPARED)}\n")
+    ref = phase("reference", "reference loop (c=1)")
+    phases = {"reference": ref}
+    for c in args.conc:
+        phases[f"talker {c}"] = phase("talker", f"talker only c={c}", c)
+        for name in ("off", "on"):
+            phases[f"{name} {c}"] = phase(f"engine-{name}", f"engine coal. {name} c={c}", c)
+    print("audio-s/s per phase over its rounds:")
+    for p in phases.values():
+        print("  " + (p.describe(" audio-s/s") if p.values else f"{p.name}: no completed round"))
+
+    print("\nmedians over rounds:")
     head = f"{'run':<22}{'tok/s':>8}{'codec ms/aud-s':>16}{'audio-s/s':>11}{'1st audio ms':>14}{'x ref':>7}{'effic.':>8}"
     print(head)
     print("-" * len(head))
-    print(f"{'reference loop (c=1)':<22}{fmt(ref['talker_tokens_per_s'], 1):>8}{fmt(ref['codec_ms_per_audio_s'], 1):>16}"
-          f"{fmt(ref['audio_s_per_s'], 3):>11}{fmt(ref['mean_first_audio_ms'], 0):>14}{'1.00':>7}{'':>8}")
+    ref_speed = ref.median if ref.values else None
+
+    def x_ref(speed):
+        return fmt(speed / ref_speed) if speed is not None and ref_speed else "-"
+
+    print(f"{ref.name:<22}{fmt(median(series(res, 'reference', 'talker_tokens_per_s')), 1):>8}"
+          f"{fmt(median(series(res, 'reference', 'codec_ms_per_audio_s')), 1):>16}{fmt(ref_speed, 3):>11}"
+          f"{fmt(median(series(res, 'reference', 'mean_first_audio_ms')), 0):>14}{'1.00':>7}{'':>8}")
     for c in args.conc:
-        t = talk[str(c)]
-        print(f"{f'talker only c={c}':<22}{fmt(t['talker_tokens_per_s'], 1):>8}{'':>16}{fmt(t['audio_s_per_s'], 3):>11}"
-              f"{'':>14}{fmt(t['audio_s_per_s'] / ref['audio_s_per_s']):>7}{'':>8}")
+        t = phases[f"talker {c}"]
+        print(f"{t.name:<22}{fmt(median(series(res, 'talker', 'talker_tokens_per_s', c)), 1):>8}{'':>16}"
+              f"{fmt(median(t.values), 3):>11}{'':>14}{x_ref(median(t.values)):>7}{'':>8}")
     for name in ("off", "on"):
         for c in args.conc:
-            e = eng[name][str(c)]
-            label = f"engine coal. {name} c={c}"
-            if "error" in e:
-                print(f"{label:<22}{e['error']}")
-                continue
-            eff = e["audio_s_per_s"] / talk[str(c)]["audio_s_per_s"]
-            e["x_reference"], e["efficiency"] = e["audio_s_per_s"] / ref["audio_s_per_s"], eff
-            print(f"{label:<22}{fmt(e['talker_tokens_per_s'], 1):>8}{fmt(e['codec_ms_per_audio_s'], 1):>16}"
-                  f"{fmt(e['audio_s_per_s'], 3):>11}{fmt(e['mean_first_audio_ms'], 0):>14}"
-                  f"{fmt(e['x_reference']):>7}{fmt(eff):>8}")
-    top = str(max(args.conc))
-    on, off = eng["on"].get(top, {}), eng["off"].get(top, {})
-    if "audio_s_per_s" in on and "audio_s_per_s" in off:
-        print(f"\ntargets at c={top}: >= 5x reference: {fmt(on['x_reference'])}x (on), {fmt(off['x_reference'])}x (off); "
-              f"efficiency >= 0.9: {fmt(on['efficiency'])} (on), {fmt(off['efficiency'])} (off); "
-              f"coalescing on/off audio-s/s: {fmt(on['audio_s_per_s'] / off['audio_s_per_s'])}")
+            e, t = phases[f"{name} {c}"], phases[f"talker {c}"]
+            speed = median(e.values)
+            eff = fmt(speed / t.median) if speed is not None and t.values else "-"
+            key = f"engine-{name}"
+            print(f"{e.name:<22}{fmt(median(series(res, key, 'talker_tokens_per_s', c)), 1):>8}"
+                  f"{fmt(median(series(res, key, 'codec_ms_per_audio_s', c)), 1):>16}{fmt(speed, 3):>11}"
+                  f"{fmt(median(series(res, key, 'mean_first_audio_ms', c)), 0):>14}{x_ref(speed):>7}{eff:>8}")
+
+    print("\nratios of medians, with their bootstrap 90% intervals:")
+    for c in args.conc:
+        off, on, talk = phases[f"off {c}"], phases[f"on {c}"], phases[f"talker {c}"]
+        print(f"  c={c}: engine off / reference {versus(off, ref)}; engine on / reference {versus(on, ref)}")
+        print(f"  c={c}: engine on / off {versus(on, off)}; efficiency (engine / talker only) "
+              f"off {versus(off, talk)}, on {versus(on, talk)}")
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    codec_cpu = median(series(res, "reference", "codec_cpu_s_per_audio_s"))
+    print(f"\nceiling on {cores} core(s): codec alone (the reference's full-sequence decode) "
+          f"{fmt(codec_cpu, 3)} CPU-s per audio-s")
+    for c in args.conc:
+        talker_cpu = median(series(res, "talker", "talker_cpu_s_per_audio_s", c))
+        if talker_cpu is None or codec_cpu is None:
+            print(f"  c={c}: no ceiling (a CPU figure is missing)")
+            continue
+        ceiling = cores / (talker_cpu + codec_cpu)
+        fractions = ", ".join(f"{name} {fmt(median(phases[f'{name} {c}'].values) / ceiling)}"
+                              for name in ("off", "on") if phases[f"{name} {c}"].values)
+        print(f"  c={c}: talker alone {talker_cpu:.3f} CPU-s per audio-s; ceiling {ceiling:.3f} audio-s/s "
+              f"(cores / (talker + codec)); engine's fraction of it: {fractions or '-'}")
+    res["summary"] = {key: {"median": p.median if p.values else None, "spread": list(p.spread) if p.values else None,
+                            "load": p.mean_load} for key, p in phases.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cache", type=Path, help="folder for the checkpoint (built once, reused) and the results")
-    ap.add_argument("--quick", action="store_true", help="16 rows of 1 s of audio: about 30 minutes on a loaded 2-core CPU, mostly engine start-ups and c=1")
+    ap.add_argument("--quick", action="store_true", help="16 rows of 1 s of audio: about 30 minutes a round on a loaded 2-core CPU, mostly engine start-ups and c=1")
     ap.add_argument("--rows", type=int, default=32, help="rows per pass (each concurrency, and the reference loop)")
     ap.add_argument("--tokens", type=int, default=100, help="talker tokens per row (50 per second of audio)")
     ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the compared phases (an interval needs 3)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase")
     ap.add_argument("--reuse", action="store_true", help="reuse the results of phases already run in CACHE (same options!)")
     ap.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)  # with --phase: the file name of its JSON in CACHE
     args = ap.parse_args()
     if args.quick:
         args.rows, args.tokens = 16, 50
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
     args.conc = [int(c) for c in args.concurrency.split(",")]
     cache = args.cache.resolve()
     cache.mkdir(parents=True, exist_ok=True)
     if args.phase:
+        before = os.getloadavg()[0]
         result = PHASES[args.phase](cache, args)
-        tmp = cache / f".{args.phase}.json.tmp"
+        result["load_avg"] = (before + os.getloadavg()[0]) / 2  # kept with the figures: --reuse reads it back
+        out = args.out or f"{args.phase}.json"
+        tmp = cache / f".{out}.tmp"
         tmp.write_text(json.dumps(result))
-        tmp.rename(cache / f"{args.phase}.json")
+        tmp.rename(cache / out)
         return
     argv = ["--rows", str(args.rows), "--tokens", str(args.tokens),
             "--concurrency", args.concurrency, "--timeout", str(args.timeout)]
-    res = {"load_start": os.getloadavg()}
-    for name in ("build", "prompts", "reference", "talker", "engine"):
-        res[name] = run_phase(name, cache, argv, args.timeout * (6 if name == "engine" else 1), args.reuse)
+    res: dict = {"load_start": os.getloadavg(), "rounds": {name: [] for name in COMPARED}}
+    for name in ("build", "prompts"):
+        run_phase(name, cache, argv, args.timeout, args.reuse)
+
+    def compared(name: str):
+        def one_round() -> float:
+            figures = run_phase(name, cache, argv, args.timeout * (3 if name.startswith("engine") else 1), args.reuse,
+                                len(res["rounds"][name]))
+            res["rounds"][name].append(figures)
+            return 0.0  # the figures are read from res["rounds"]; run_interleaved gives the order and the load
+        return one_round
+
+    rounds = run_interleaved({name: compared(name) for name in COMPARED}, args.rounds)
+    res["load"] = {name: rounds[name].load for name in COMPARED}
     res["load_end"] = os.getloadavg()
-    res.pop("prompts")
     report(res, args)
     (cache / "results.json").write_text(json.dumps(res, indent=2) + "\n")
 

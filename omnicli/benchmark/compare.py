@@ -111,3 +111,14 @@ def run_interleaved(phases: dict[str, Callable[[], float]], rounds: int = MIN_RO
             if on_round is not None:
                 on_round(name, r, value)
     return out
+
+
+def ratio_summary(a: Sequence[float], b: Sequence[float], *, digits: int = 2) -> str:
+    """`ratio_estimate(a, b).describe()`; with fewer than MIN_ROUNDS rounds a side, the ratio of medians
+    and why it has no interval."""
+    rounds = min(len(a), len(b))
+    if rounds >= MIN_ROUNDS:
+        return ratio_estimate(a, b).describe(digits)
+    if rounds < 1:
+        raise ValueError("each phase needs at least one round")
+    return f"{statistics.median(a) / statistics.median(b):.{digits}f}x, no interval ({rounds} round(s); {MIN_ROUNDS} needed)"

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from omnicli import __version__
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, detailed_lists, percentile_key, summarize
 from omnicli.benchmark.result_models import BenchDocument
@@ -24,6 +26,8 @@ from omnicli.benchmark.session import PassResult
 
 # Metrics an A/B comparison reports as ratios b/a (plus every distribution key).
 RATIO_KEYS = ("request_throughput", "audio_throughput", "talker_tokens_per_s", "mean_codec_batch_size")
+# With --interleave: the figures kept per round, and compared over rounds with an interval (b/a).
+ROUND_KEYS = ("audio_throughput", "request_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_e2el_ms", "mean_audio_rtf")
 
 
 def distribution_keys(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[str]:
@@ -152,11 +156,52 @@ def build_run(
             ],
         }
     )
+    if result.interleaved:
+        run.update(interleaved=True, engine_restarts=result.engine_restarts, per_round=round_figures(result))
     if extra:
         run.update(extra)
     if detailed:
         run.update(detailed_lists(result.record_rounds))
     return run
+
+
+def round_figures(result: PassResult) -> list[dict]:
+    """Each round's own ROUND_KEYS figures and the load average around it (BenchRoundFigures)."""
+    out = []
+    for i, rnd in enumerate(result.rounds):
+        figures = summarize([rnd.records], (99,))
+        out.append({"round": i, "load_avg": rnd.load, **{k: figures.get(k) for k in ROUND_KEYS}})
+    return out
+
+
+def round_ratios(base: dict, other: dict) -> list[dict]:
+    """Per ROUND_KEYS metric: each side's median and spread over its rounds, and median(b)/median(a) with
+    compare.ratio_estimate's bootstrap interval (none with fewer than compare.MIN_ROUNDS rounds a side)."""
+    from omnicli.benchmark.compare import MIN_ROUNDS, ratio_estimate, ratio_summary
+
+    out = []
+    for key in ROUND_KEYS:
+        a = [f[key] for f in base.get("per_round") or [] if _finite(f.get(key))]
+        b = [f[key] for f in other.get("per_round") or [] if _finite(f.get(key))]
+        entry: dict[str, Any] = {"metric": key, "a_rounds": len(a), "b_rounds": len(b)}
+        for side, values in (("a", a), ("b", b)):
+            entry.update({f"{side}_median": float(np.median(values)) if values else None,
+                          f"{side}_min": min(values) if values else None, f"{side}_max": max(values) if values else None})
+        entry.update(ratio=ratio(entry["b_median"], entry["a_median"]), low=None, high=None, confidence=None, measured=None)
+        if entry["ratio"] is None or min(a) <= 0:
+            entry["summary"] = "no ratio (no figure, or a zero one)"
+        elif min(len(a), len(b)) < MIN_ROUNDS:
+            entry["summary"] = ratio_summary(b, a)
+        else:
+            estimate = ratio_estimate(b, a)
+            entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence, measured=estimate.measured,
+                         summary=estimate.describe())
+        out.append(entry)
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def ratio(b: Any, a: Any) -> float | None:
@@ -191,6 +236,8 @@ def compare_runs(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PE
                     "ratios": {k: ratio(other.get(k), base.get(k)) for k in keys},
                 }
             )
+            if base.get("interleaved") and other.get("interleaved"):
+                out[-1]["interleaved"] = round_ratios(base, other)
     return out
 
 

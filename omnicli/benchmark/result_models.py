@@ -95,6 +95,21 @@ class BenchRayFacts(BaseModel):
     nodes: int = Field(description="Distinct Ray nodes the engines ran on.")
 
 
+class BenchRoundFigures(BaseModel):
+    """With --interleave: one measured round's own figures (the run's figures pool its rounds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    round: int = Field(description="0-based round of the pass.")
+    load_avg: float | None = Field(description="The machine's 1-minute load average around the round.")
+    audio_throughput: float | None
+    request_throughput: float | None
+    mean_audio_ttfp_ms: float | None
+    p99_audio_ttfp_ms: float | None
+    mean_e2el_ms: float | None
+    mean_audio_rtf: float | None
+
+
 class BenchRun(BaseModel):
     """One measured pass: a profile under one load shape, its rounds pooled."""
 
@@ -159,6 +174,32 @@ class BenchRun(BaseModel):
         None, description="With --ray: engines that ran this pass at the same time, each with the whole load shape; "
         "the figures above are their total (throughputs summed, latency samples pooled).")
     per_engine: list[BenchEngineRun] | None = Field(None, description="With --ray: each engine's own figures.")
+    interleaved: bool | None = Field(None, description="With --interleave: true (its rounds alternated with the other profiles').")
+    engine_restarts: bool | None = Field(
+        None, description="With --interleave: true when the engines could not all run at once and each round had a fresh engine.")
+    per_round: list[BenchRoundFigures] | None = Field(None, description="With --interleave: each round's figures.")
+
+
+class BenchRoundRatio(BaseModel):
+    """With --interleave: one metric of b against a over their rounds (omnicli/benchmark/compare.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    a_rounds: int = Field(description="a's rounds with a figure for this metric.")
+    b_rounds: int
+    a_median: float | None
+    a_min: float | None
+    a_max: float | None
+    b_median: float | None
+    b_min: float | None
+    b_max: float | None
+    ratio: float | None = Field(description="median(b) / median(a).")
+    low: float | None = Field(description="The bootstrap interval of the ratio; null with fewer than 3 rounds each.")
+    high: float | None
+    confidence: float | None
+    measured: bool | None = Field(description="The interval excludes 1.0 (a difference was measured); null without an interval.")
+    summary: str = Field(description="As printed: the ratio and interval, 'no difference measured (...)' or 'no interval (...)'.")
 
 
 class BenchComparison(BaseModel):
@@ -167,6 +208,8 @@ class BenchComparison(BaseModel):
     a: str
     b: str
     ratios: dict[str, float | None] = Field(description="b's metric divided by a's.")
+    interleaved: list[BenchRoundRatio] | None = Field(
+        None, description="With --interleave: per metric, the ratio of the rounds' medians and its interval.")
 
 
 class BenchDocument(BaseModel):

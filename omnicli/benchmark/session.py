@@ -13,12 +13,19 @@ it: an incomplete round would mislead; the pass's finished rounds are kept,
 as a pass of fewer rounds), the engine is closed and no further profile is
 started. `unfinished` also names the phase an engine failure
 ended.
+
+With `plan.interleave` the profiles' rounds alternate (A r1, B r1, A r2, ...)
+so that load drifting on the machine falls on every profile alike (see
+`omnicli.benchmark.compare`). All engines are started first and kept warm;
+when a later one cannot start beside those already running (memory), the
+session says so, closes them and starts each profile's engine per round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +39,7 @@ class RoundResult:
     records: list[RequestRecord]  # in submission order
     stats: EngineStats = field(default_factory=EngineStats)  # engine counters during the round
     complete: bool = True  # False when a stop cut it short (then `records` holds what finished)
+    load: float | None = None  # the machine's 1-minute load average around the round (mean of before and after)
 
 
 async def run_round(
@@ -57,6 +65,13 @@ async def run_round(
     return RoundResult(records=records, stats=driven.stats, complete=driven.complete)
 
 
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return None
+
+
 class EngineStartError(RuntimeError):
     """The engine for one profile could not be started."""
 
@@ -73,6 +88,7 @@ class BenchPlan:
     warmup_requests: int = 0  # run and discarded before the first pass of each engine
     warmup_pass: bool = False  # a whole discarded pass of the first shape instead
     keep_pcm: bool = False  # keep each request's audio (for --audio-out / --keep-failed)
+    interleave: bool = False  # alternate the profiles' rounds (A B A B ...) instead of profile after profile
 
     def __post_init__(self) -> None:
         if not self.shapes:
@@ -103,6 +119,8 @@ class PassResult:
     num_prompts: int
     warmup_requests: int = 0  # discarded requests run on this engine before this pass
     warmup_failed: int = 0
+    interleaved: bool = False  # its rounds alternated with the other profiles' (their figures are compared per round)
+    engine_restarts: bool = False  # interleaved with the engine started afresh for each round (memory)
 
     @property
     def label(self) -> str:
@@ -186,52 +204,136 @@ class BenchSession:
         return self.stop.is_set()
 
     async def run(self) -> list[PassResult]:
+        if self.plan.interleave and len(self.runs) > 1:
+            try:
+                await self._run_interleaved()
+            except _Stopped:
+                pass  # every engine is closed by now
+            return self.results
         for index, run in enumerate(self.runs):
             if self.stopped:
                 break
             await self._run_profile(index, run)
         return self.results
 
-    async def _run_profile(self, index: int, run: ProfileRun) -> None:
-        obs = self.observer
-        obs.engine_starting(run)
+    async def _start(self, run: ProfileRun) -> Any:
+        self.observer.engine_starting(run)
         try:
             engine = await self.start_engine(run.profile)
         except Exception as exc:
             raise EngineStartError(run.label, exc) from exc
         try:
-            obs.engine_started(run, engine)
+            self.observer.engine_started(run, engine)
+        except BaseException:  # the engine is the caller's only once this returns
+            await self._close(run, engine)
+            raise
+        return engine
+
+    async def _close(self, run: ProfileRun, engine: Any) -> None:
+        self.observer.engine_closing(run)
+        try:
+            await engine.close()
+        except Exception as exc:  # never hide the original error behind a close failure
+            self.observer.warning(f"closing the engine of profile {run.label!r} failed: {exc}")
+
+    async def _run_profile(self, index: int, run: ProfileRun) -> None:
+        engine = await self._start(run)
+        try:
             await self._measure(index, run, engine)
         except _Stopped:
             pass  # the engine is closed below; run() starts no further profile
         finally:
-            obs.engine_closing(run)
-            try:
-                await engine.close()
-            except Exception as exc:  # never hide the original error behind a close failure
-                obs.warning(f"closing the engine of profile {run.label!r} failed: {exc}")
+            await self._close(run, engine)
 
     async def _measure(self, index: int, run: ProfileRun, engine: Any) -> None:
         """The warmup, then every pass of one engine; raises _Stopped when `stop` cut a phase short."""
-        obs = self.observer
         warm_n, warm_failed = await self._warmup(index, run, engine)
         for shape in self.plan.shapes:
             started_at = utc_now()
             rounds: list[RoundResult] = []
             for r in range(self.plan.rounds):
-                desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
                 try:
-                    result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+                    rounds.append(await self._round(index, run, engine, shape, r))
                 except _Stopped:
                     if rounds:  # the rounds that finished are kept (a pass of fewer rounds); the cut one is not
                         self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
                     raise
-                obs.round_done(run, shape, r, result, engine)
-                for rec in result.records:  # audio was handed to round_done; free it
-                    rec.pcm = None
-                rounds.append(result)
             self.results.append(self._pass_result(run, shape, rounds, engine, started_at, warm_n, warm_failed))
             warm_n = warm_failed = 0  # only the first pass of an engine follows the warmup
+
+    async def _round(self, index: int, run: ProfileRun, engine: Any, shape: LoadShape, r: int) -> RoundResult:
+        """One measured round, with the load average around it; its audio goes to `round_done`, then is freed."""
+        desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
+        before = _load_average()
+        result = await self._phase(engine, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+        after = _load_average()
+        result.load = None if before is None or after is None else (before + after) / 2
+        self.observer.round_done(run, shape, r, result, engine)
+        for rec in result.records:  # audio was handed to round_done; free it
+            rec.pcm = None
+        return result
+
+    async def _run_interleaved(self) -> None:
+        """Every profile's engine warm at once, or (when a later one cannot start beside the others)
+        one started per round; per load shape, round r of every profile before round r + 1 of any."""
+        engines: list[Any] = []
+        try:
+            for run in self.runs:
+                try:
+                    engines.append(await self._start(run))
+                except EngineStartError as exc:
+                    if not engines:
+                        raise
+                    self.observer.warning(
+                        f"{exc}, with {len(engines)} engine(s) already running: closing them; each profile's engine "
+                        "is now started for each of its rounds (interleaved rounds then include no start-up, but "
+                        "each follows a fresh engine's warmup)"
+                    )
+                    break
+            if len(engines) < len(self.runs):
+                for run, engine in zip(self.runs, engines):
+                    await self._close(run, engine)
+                engines = []
+            warm = {index: await self._warmup(index, run, engine) for index, (run, engine) in enumerate(zip(self.runs, engines))}
+            for shape in self.plan.shapes:
+                await self._interleaved_pass(shape, engines or None, warm)
+                warm = {}  # only the first pass of a warm engine follows its warmup
+        finally:
+            for run, engine in zip(self.runs, engines):
+                await self._close(run, engine)
+
+    async def _interleaved_pass(self, shape: LoadShape, engines: list[Any] | None, warm: dict[int, tuple[int, int]]) -> None:
+        started_at = utc_now()
+        rounds: dict[int, list[RoundResult]] = {index: [] for index in range(len(self.runs))}
+        used: dict[int, Any] = {}  # the engine each profile's figures came from (for its facts)
+
+        def keep() -> None:
+            for index, run in enumerate(self.runs):
+                if rounds[index]:
+                    result = self._pass_result(run, shape, rounds[index], used[index], started_at, *warm.get(index, (0, 0)))
+                    result.interleaved, result.engine_restarts = True, engines is None
+                    self.results.append(result)
+
+        try:
+            for r in range(self.plan.rounds):
+                for index, run in enumerate(self.runs):
+                    if engines is not None:
+                        used[index] = engines[index]
+                        rounds[index].append(await self._round(index, run, engines[index], shape, r))
+                        continue
+                    if self.stopped:  # a stop while the last engine closed: start no other
+                        raise _Stopped
+                    engine = used[index] = await self._start(run)
+                    try:
+                        warmed = await self._warmup(index, run, engine)
+                        warm.setdefault(index, warmed)
+                        rounds[index].append(await self._round(index, run, engine, shape, r))
+                    finally:
+                        await self._close(run, engine)
+        except _Stopped:
+            keep()  # the rounds that finished are kept; the cut one is not
+            raise
+        keep()
 
     def _pass_result(self, run, shape, rounds, engine, started_at, warm_n, warm_failed) -> PassResult:
         return PassResult(

@@ -292,6 +292,12 @@ def bench(
         Optional[list[str]],
         typer.Option("--compare", help="A profile to A/B against the --profile one(s) (repeatable): same prompts, engine restarted."),
     ] = None,
+    interleave: Annotated[
+        bool,
+        typer.Option("--interleave", help="A/B with --rounds R: alternate the profiles' rounds (A B A B ...), engines "
+                     "kept running side by side, and print each metric's median over rounds, its spread and the "
+                     "ratio b/a with a bootstrap 90% interval ('no difference measured' when it spans 1.0)."),
+    ] = False,
     set_: SetOption = None,
     save_result: Annotated[
         bool, typer.Option("--save-result", help="Write one vLLM `bench serve`-shaped JSON per run (load shape x profile), beside the summary file.")
@@ -425,7 +431,7 @@ def bench(
         keep_failed = None
     resources = _ray_resources(
         ray, engines, gpus_per_engine, cpus_per_engine, ray_address,
-        refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1,
+        refused={"--compare": bool(compare), "--profile (more than one)": len(profile or []) > 1, "--interleave": interleave,
                  "--audio-out": audio_out is not None, "--eval": eval_metrics is not None,
                  "--keep-failed": keep_failed is not None, "--save-result": save_result or append_result,
                  "--plot": plot is not None, "--plot-timeline": plot_timeline,
@@ -434,6 +440,9 @@ def bench(
     require_folder(result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
     runs = label_profiles(list(profile or [None]) + list(compare or []), set_)
+    if interleave and len(runs) < 2:
+        raise typer.BadParameter("alternates the rounds of two or more profiles: add --compare B (or a second --profile)",
+                                 param_hint="--interleave")
     vllm_files = _vllm_files(
         save_result or append_result, append_result, label, metadata, percentile_metrics,
         goodput=goodput, timeline=timeline_itl_thresholds if plot_timeline else None, result_filename=result_filename,
@@ -444,7 +453,8 @@ def bench(
         max_new_tokens=max_new_tokens, allow_outside_paths=allow_outside_paths,
     )
     outputs = RoundOutputs(audio_out, Retainer.from_option(keep_failed), one_pass=len(runs) * len(shapes) == 1)
-    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm)
+    plan = BenchPlan(shapes=shapes, rounds=rounds, warmup_requests=warmup, warmup_pass=warmup_pass, keep_pcm=outputs.needs_pcm,
+                     interleave=interleave)
     report = _Report(
         percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
         vllm=vllm_files, csv_path=csv_path, text=output_format is OutputFormat.text,
@@ -454,7 +464,10 @@ def bench(
     note(
         f"{len(prompt_set.prompts)} prompts from {prompt_set.source} ({prompt_set.num_rows} rows); "
         f"{len(runs)} profile(s) x {len(shapes)} load shape(s) x {rounds} round(s)"
+        + (", rounds alternating between the profiles" if interleave else "")
     )
+    if interleave and rounds < 3:
+        note(f"--interleave with {rounds} round(s): medians and ratios only; an interval needs --rounds 3 or more")
     _check_outputs(report, outputs)
     # run -> report
     if resources is not None:
@@ -704,7 +717,7 @@ def _report(
     from omnicli.atomic import write_json_atomic
     from omnicli.benchmark.metrics import detailed_lists
     from omnicli.benchmark.report import build_document, build_run, machine_facts
-    from omnicli.commands.bench_tables import comparison_tables, engine_tables, results_table
+    from omnicli.commands.bench_tables import comparison_tables, engine_tables, interleaved_tables, results_table
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
@@ -731,6 +744,8 @@ def _report(
             console.print(table)
         if len({r["profile_label"] for r in runs}) > 1:
             for table in comparison_tables(runs, report.percentiles):
+                console.print(table)
+            for table in interleaved_tables(runs):
                 console.print(table)
     failed = [f for run in runs for f in run["failures"]]
     if failed:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omnicli.atomic import write_text_atomic
-from omnicli.commands.bench_tables import engine_views, table_rows
+from omnicli.benchmark.report import group_by_shape
+from omnicli.commands.bench_tables import engine_views, interleaved_rows, table_rows
 
 # Columns that identify a run, first in every CSV row.
 ID_COLUMNS = ("profile_label", "profile_digest", "max_concurrency", "request_rate", "burstiness", "num_prompts",
@@ -39,6 +40,11 @@ def text_lines(runs: Sequence[dict], percentiles: Sequence[float]) -> list[str]:
                 lines.append(f"Engine error: {entry['engine_error']}")
             else:
                 lines.extend(f"{label}: {value}" for label, _, value in table_rows(view, percentiles))
+    for group in group_by_shape(runs):  # --interleave: each metric of b against a, over the rounds
+        for other in group[1:]:
+            if group[0].get("interleaved") and other.get("interleaved"):
+                lines.append(f"== interleaved {other['profile_label']}/{run_heading(group[0])} ==")
+                lines.extend(f"{label}: {a} | {b} | {summary}" for label, a, b, summary in interleaved_rows(group[0], other))
     return lines
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, percentile_key
-from omnicli.benchmark.report import group_by_shape, ratio
+from omnicli.benchmark.report import group_by_shape, ratio, round_ratios
 from omnicli.commands.common import fmt_number
 
 _DIST_NAMES = {
@@ -102,6 +102,57 @@ def comparison_tables(runs: Sequence[dict], percentiles: Sequence[float] = DEFAU
                 ratios.append(f"x{r:.2f}" if r is not None else "")
             table.add_row(label, *(rr[i][2] for rr in rows), *ratios)
         tables.append(table)
+    return tables
+
+
+_ROUND_NAMES = {
+    "audio_throughput": "Audio throughput (audio s/s)",
+    "request_throughput": "Request throughput (req/s)",
+    "mean_audio_ttfp_ms": "Mean TTFP (ms)",
+    "p99_audio_ttfp_ms": "P99 TTFP (ms)",
+    "mean_e2el_ms": "Mean E2EL (ms)",
+    "mean_audio_rtf": "Mean RTF",
+}
+
+
+def _median_cell(entry: dict, side: str) -> str:
+    median = entry[f"{side}_median"]
+    if median is None:
+        return "-"
+    digits = 1 if entry["metric"].endswith("_ms") else 3
+    return (f"{fmt_number(median, digits)} ({fmt_number(entry[f'{side}_min'], digits)}-"
+            f"{fmt_number(entry[f'{side}_max'], digits)})")
+
+
+def interleaved_rows(base: dict, other: dict) -> list[tuple[str, str, str, str]]:
+    """With --interleave: (metric, a's median (min-max), b's, b/a with its interval or why none), per metric."""
+    return [(_ROUND_NAMES[e["metric"]], _median_cell(e, "a"), _median_cell(e, "b"), e["summary"])
+            for e in round_ratios(base, other)]
+
+
+def _load_note(runs: Sequence[dict]) -> str:
+    loads = [f["load_avg"] for run in runs for f in run.get("per_round") or [] if f.get("load_avg") is not None]
+    return f"load average {min(loads):.1f}-{max(loads):.1f}" if loads else "load average unknown"
+
+
+def interleaved_tables(runs: Sequence[dict]) -> list[Table]:
+    """With --interleave: per load shape and profile pair, medians over rounds, spread, and b/a with its interval."""
+    tables = []
+    for group in group_by_shape(runs):
+        base = group[0]
+        for other in group[1:]:
+            if not (base.get("interleaved") and other.get("interleaved")):
+                continue
+            a, b = base["profile_label"], other["profile_label"]
+            table = Table(title=f"A/B interleaved - {_column_title(base)} - median (min-max) of {base['rounds']} / "
+                                f"{other['rounds']} rounds, {_load_note([base, other])}")
+            table.add_column("Metric")
+            table.add_column(a, justify="right")
+            table.add_column(b, justify="right")
+            table.add_column(f"{b}/{a}", justify="right")
+            for row in interleaved_rows(base, other):
+                table.add_row(*row)
+            tables.append(table)
     return tables
 
 
