@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from omnicli.engine.busy import BusyClock
 from omnicli.engine.request import EngineError
 from omnicli.orphans import OrphanGuard
 from omnicli.quiet import quiet_vllm
@@ -80,9 +81,7 @@ class Talker:
         self._stop = list(stop_token_ids or [])
         self._cfg = cfg
         self.tokens_generated = 0
-        self._in_flight = 0
-        self._busy_since = 0.0
-        self.busy_seconds = 0.0  # wall time with at least one request in flight
+        self.busy = BusyClock()
         self._guard: OrphanGuard | None = None
 
     @classmethod
@@ -168,7 +167,7 @@ class Talker:
 
     async def generate(self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None) -> AsyncIterator[TalkerDelta]:
         params = self._sampling_params(max_tokens, seed)
-        self._enter()
+        self.busy.enter()
         try:
             async for out in self._llm.generate({"prompt_token_ids": prompt}, params, request_id=request_id):
                 completion = out.outputs[0]
@@ -176,21 +175,10 @@ class Talker:
                 self.tokens_generated += len(ids)
                 yield TalkerDelta(ids, out.finished, completion.finish_reason)
         finally:
-            self._exit()
-
-    def _enter(self) -> None:
-        if self._in_flight == 0:
-            self._busy_since = time.perf_counter()
-        self._in_flight += 1
-
-    def _exit(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self.busy_seconds += time.perf_counter() - self._busy_since
+            self.busy.exit()
 
     def busy_seconds_now(self) -> float:
-        extra = time.perf_counter() - self._busy_since if self._in_flight else 0.0
-        return self.busy_seconds + extra
+        return self.busy.seconds()
 
     def errored(self) -> bool:
         return self._llm is None or bool(getattr(self._llm, "errored", False))

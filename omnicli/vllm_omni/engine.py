@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from omnicli.engine.busy import BusyClock
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.orphans import OrphanGuard, is_resource_tracker, terminate_tree
 from omnicli.quiet import quiet_vllm
@@ -128,9 +129,7 @@ class OmniEngine:
         self._pool = pool
         self._slots = asyncio.Semaphore(max(1, min(profile.talker.max_num_seqs, profile.codec.max_num_seqs)))
         self._ids = itertools.count()
-        self._in_flight = 0
-        self._busy_since = 0.0
-        self._busy_s = 0.0
+        self._busy = BusyClock()
         self._totals = stage_metrics.StageTotals()
         self._dead: str | None = None
         self._closed = False
@@ -231,7 +230,7 @@ class OmniEngine:
             rid = f"{request.request_id}#{next(self._ids)}"
             stream = _AudioStream(self.channels)
             final = None
-            self._enter()
+            self._busy.enter()
             handed_at = time.perf_counter()  # vLLM-Omni times its stages from here
             try:
                 outputs = self._omni.generate(built.prompt, request_id=rid, sampling_params_list=built.sampling_params_list,
@@ -245,7 +244,7 @@ class OmniEngine:
                     if pcm.shape[0]:
                         yield AudioChunk(pcm, False, time.perf_counter())
             finally:
-                self._exit()
+                self._busy.exit()
         if final is None:
             raise RequestFailed(request.request_id, "vLLM-Omni ended the request without a final output", info)
         figures = stage_metrics.from_output(final)
@@ -314,16 +313,6 @@ class OmniEngine:
                 _fail_all(omni, reason)
 
     # -- figures -----------------------------------------------------------------
-    def _enter(self) -> None:
-        if self._in_flight == 0:
-            self._busy_since = time.perf_counter()
-        self._in_flight += 1
-
-    def _exit(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._busy_s += time.perf_counter() - self._busy_since
-
     def write_run_files(self, run_dir: Path) -> list[Path]:
         """The deploy overlay this run's profile became (its digest is in `stats().extra`)."""
         from omnicli.vllm_omni.overlay import write_overlay
@@ -331,7 +320,7 @@ class OmniEngine:
         return [write_overlay(self.overlay, run_dir)]
 
     def stats(self) -> EngineStats:
-        busy = self._busy_s + (time.perf_counter() - self._busy_since if self._in_flight else 0.0)
+        busy = self._busy.seconds()
         t = self._totals
         return EngineStats(
             talker_tokens=t.talker_tokens,
