@@ -146,6 +146,14 @@ class Retainer:
         env = os.environ.get(ENV_VAR, "").strip()
         return cls(env) if env else None
 
+    def count(self, *, kept: bool, error: str | None) -> None:
+        """Counts a keep done by another process into the same folder (an actor of `synth --ray`)."""
+        with self._lock:
+            self.kept += int(kept)
+            if error is not None:
+                self.errors += 1
+                self.error_messages.append(error)
+
     def paths_for(self, digest: str) -> tuple[Path, Path]:
         stem = FILE_PREFIX + digest[:16]
         return self.directory / f"{stem}.wav", self.directory / f"{stem}.json"

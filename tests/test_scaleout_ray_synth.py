@@ -27,8 +27,9 @@ from omnicli.profile import load_profile
 from omnicli.scaleout.cluster import EngineResources, RayCluster
 from omnicli.scaleout.ray_synth import ActorSpec, Event, ProgressBoard, RaySynthRun, SynthActor, row_from_json, row_to_json
 from omnicli.scaleout.storage import StorageNotShared, write_probe
-from omnicli.synth_results import SynthResult
-from omnicli.synthesis import RESULTS, SUMMARY, SynthRun, last_results, plan_run
+from omnicli.synth.plan import RESULTS, SUMMARY, last_results, plan_run
+from omnicli.synth.results import SynthResult
+from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST, REPO, TEST_PROFILE_SETS
 from tests.test_synth_driver import FakeEngine
 
