@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from omnicli.driver import STOP_GRACE_S
 from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, read_manifest
-from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, plan_run, tidy_out_dir
+from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, compact_results, plan_run, tidy_out_dir
 from omnicli.synth.summary import build_synth_summary, write_summary_or_drop
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ class SynthJob:
 
     # -- execute: the engine or the Ray pool, the rows ----------------------------------------------
     def execute(self, plan: SynthPlan) -> None:
-        """Tidies OUT, runs the planned rows (locally or on Ray), tidies OUT again after a run."""
+        """Tidies OUT, runs the planned rows (locally or on Ray), then leaves one results row per utterance."""
         self.observer.phase_changed(RunPhase.STARTING)
         out = self.args.out
         try:
@@ -280,7 +280,7 @@ class SynthJob:
                     else:
                         asyncio.run(self._run_local(plan.todo))
                 finally:
-                    tidy_out_dir(out)  # one row per utterance: a redone row replaced its earlier one
+                    compact_results(out)  # a redone row's new line replaces its earlier one
         except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
             self.output_error = f"cannot write to {out}: {exc}"
 

@@ -166,10 +166,19 @@ def tidy_out_dir(out_dir: Path) -> int:
     results = out_dir / RESULTS
     if results.exists():
         cut_torn_tail(results)
-        data = b"".join(latest_result_lines(out_dir).values())
-        if results.read_bytes() != data:  # duplicates or damaged lines
-            write_bytes_atomic(results, data)
+        compact_results(out_dir)
     return removed
+
+
+def compact_results(out_dir: Path) -> None:
+    """Rewrites results.jsonl with one row per utterance, its latest (duplicates left by redone
+    rows, damaged lines dropped); untouched when it has none. OSError when it cannot be written."""
+    results = out_dir / RESULTS
+    if not results.exists():
+        return
+    data = b"".join(latest_result_lines(out_dir).values())
+    if results.read_bytes() != data:
+        write_bytes_atomic(results, data)
 
 
 def cut_torn_tail(path: Path) -> bool:
