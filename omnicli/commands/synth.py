@@ -137,7 +137,8 @@ def _ray_options(ray: bool, address: str | None, engines: int, gpus: float, cpus
 
     if not ray:
         if address is not None or engines != 1 or gpus != 0 or cpus != 1:
-            err_console.print("[red]error:[/red] --ray-address, --engines, --gpus-per-engine and --cpus-per-engine need --ray")
+            err_console.print("[red]error:[/red] --ray-address, --engines, --gpus-per-engine and "
+                              "--cpus-per-engine need --ray")
             raise typer.Exit(EXIT_USAGE)
         return None
     import_ray()  # RayUnavailable (exit 2, with the install hint)

@@ -41,7 +41,8 @@ STOP_GRACE_S = 5.0  # after a stop (first Ctrl-C), requests in flight may finish
 
 @dataclass
 class DriveResult:
-    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order (with keep_records)
+    # finished requests, in completion order (with keep_records)
+    records: list[RequestRecord] = field(default_factory=list)
     left_pending: list[str] = field(default_factory=list)  # utts cut off by a stop or an engine failure
     complete: bool = True  # every prompt finished
     engine_error: EngineDead | None = None  # the engine stopped serving: its EngineDead (reason: why)
@@ -104,7 +105,8 @@ async def run_request(engine: EngineLike, prompt: Prompt, request_id: str, keep_
         record.end = time.perf_counter()
         record.end_with(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
     if keep_pcm:
-        record.pcm = np.concatenate(pieces, axis=0).astype(np.float32, copy=False) if pieces else np.zeros(0, np.float32)
+        empty = np.zeros(0, np.float32)
+        record.pcm = np.concatenate(pieces, axis=0).astype(np.float32, copy=False) if pieces else empty
     return record
 
 

@@ -41,7 +41,8 @@ class Prompt:
     timing), or `load` builds it when the driver submits it (synth: one
     reference in memory per request in flight); `load` may raise
     `omnicli.driver.inputs.InputError`, which fails that prompt alone.
-    `item` is the caller's own object (a manifest row), handed back.
+    `item` is the caller's own object (synth: its manifest row), handed back
+    in the record; the driver never reads it.
     """
 
     utt: str
@@ -52,7 +53,12 @@ class Prompt:
     item: Any = None
 
     def build(self, request_id: str) -> TTSRequest:
-        request = self.request if self.request is not None else self.load()
+        if self.request is not None:
+            request = self.request
+        elif self.load is not None:
+            request = self.load()
+        else:
+            raise ValueError(f"prompt {self.utt!r} has neither a request nor a way to load one")
         return dataclasses.replace(request, request_id=request_id)
 
 

@@ -177,7 +177,10 @@ class SynthActor:
     for unit tests; Ray Data builds the actor from `spec` and `board` alone.
     """
 
-    def __init__(self, spec: ActorSpec, board, *, start_engine: Callable = _start_engine, die: Callable[[int], Any] = _exit_process):
+    def __init__(
+        self, spec: ActorSpec, board: Any, *, start_engine: Callable = _start_engine,
+        die: Callable[[int], Any] = _exit_process,
+    ):
         import ray
 
         from omnicli.engine import EngineError
@@ -331,8 +334,9 @@ class RaySynthRun:
         failure: list[BaseException] = []
         try:
             spec = ActorSpec(
-                resolved=self.resolved, out_dir=self.out_dir.resolve(), probe=probe.resolve(), concurrency=self.concurrency,
-                max_new_tokens=self.max_new_tokens, keep_failed=self.retainer.directory.resolve() if self.retainer else None, grace_s=self.grace_s,
+                resolved=self.resolved, out_dir=self.out_dir.resolve(), probe=probe.resolve(),
+                concurrency=self.concurrency, max_new_tokens=self.max_new_tokens,
+                keep_failed=self.retainer.directory.resolve() if self.retainer else None, grace_s=self.grace_s,
             )
             if self.cluster.quiet:
                 # Our bar is the progress display, and a failed pool is explained in our words
@@ -448,7 +452,9 @@ class RaySynthRun:
         if self.engine_error or self.storage_error or self.output_error:
             return
         if self._last_death is not None:
-            self.engine_error = f"engine died {self._last_death} (an engine actor is restarted at most {self.resources.actor_options()['max_restarts']} times)"
+            restarts = self.resources.actor_options()["max_restarts"]
+            self.engine_error = (f"engine died {self._last_death} "
+                                 f"(an engine actor is restarted at most {restarts} times)")
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             self.engine_error = f"the Ray actor pool failed: {type(exc).__name__}: {first}"
@@ -487,7 +493,8 @@ def unreachable_head(address: str | None, timeout_s: float = 5.0) -> str | None:
     except ValueError:
         return f"--ray-address {address}: expected auto or HOST:PORT"
     except OSError as exc:
-        return f"nothing answers at --ray-address {address} ({exc.strerror or exc}): start the head with `ray start --head` or check the address"
+        return (f"nothing answers at --ray-address {address} ({exc.strerror or exc}): "
+                "start the head with `ray start --head` or check the address")
 
 
 @contextlib.contextmanager

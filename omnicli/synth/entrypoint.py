@@ -221,7 +221,8 @@ class SynthJob:
         args = self.args
         parsed = read_manifest(args.manifest, allow_outside_paths=args.allow_outside_paths)
         if not parsed.rows and not parsed.errors:
-            expected = "JSON objects" if args.manifest.suffix in (".jsonl", ".json") else "utt|prompt_text|prompt_wav|text lines"
+            jsonl = args.manifest.suffix in (".jsonl", ".json")
+            expected = "JSON objects" if jsonl else "utt|prompt_text|prompt_wav|text lines"
             raise EmptyManifest(f"{args.manifest}: no rows (expected {expected})")
         parsed = parsed.limited(args.limit)  # rows (and bad rows) after the --limit cut are not part of this run
         if args.shard is not None:  # after --limit: the N shards together are exactly the rows of one --limit run
@@ -335,7 +336,8 @@ class SynthJob:
             return
         cluster = RayCluster(ray.address, ray.resources, quiet=ray.quiet)
         try:
-            with obs.waiting(f"joining the Ray cluster at {ray.address}" if ray.address else "starting a local Ray cluster"):
+            joining = f"joining the Ray cluster at {ray.address}" if ray.address else "starting a local Ray cluster"
+            with obs.waiting(joining):
                 try:
                     with keeping_signal_handlers():  # the caller's: Ctrl-C and SIGTERM stop the run gracefully
                         cluster.open()
@@ -349,8 +351,9 @@ class SynthJob:
             with obs.progress():
                 # The bar starts with the first engine, as a local run's does (its rate counts from there).
                 run = RaySynthRun(
-                    cluster, args.out, resolved=resolved, concurrency=args.concurrency, max_new_tokens=args.max_new_tokens,
-                    retainer=self.retainer, on_result=obs.result, on_note=obs.progress_note,
+                    cluster, args.out, resolved=resolved, concurrency=args.concurrency,
+                    max_new_tokens=args.max_new_tokens, retainer=self.retainer, on_result=obs.result,
+                    on_note=obs.progress_note,
                     on_first_ready=lambda: obs.progress_started(len(rows)), grace_s=args.grace_s,
                 )
                 self.run_obj = run

@@ -86,7 +86,8 @@ def input_digest(row: ManifestRow) -> str:
     ref = ""
     if row.prompt_wav is not None:
         ref = os.path.relpath(row.prompt_wav, row.source.parent) if row.source is not None else str(row.prompt_wav)
-    parts = [row.text, row.prompt_text, ref] + ([row.voice] if row.voice else []) + ([f"instruct:{row.instruct}"] if row.instruct else [])
+    parts = [row.text, row.prompt_text, ref] + ([row.voice] if row.voice else [])
+    parts += [f"instruct:{row.instruct}"] if row.instruct else []
     key = "\x1f".join(parts)
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
@@ -126,7 +127,9 @@ def wav_matches(path: Path, audio_seconds: float | None) -> bool:
         return False
 
 
-def plan_run(manifest: Manifest, out_dir: Path, *, retry_failed: bool = False, profile_digest: str | None = None) -> SynthPlan:
+def plan_run(
+    manifest: Manifest, out_dir: Path, *, retry_failed: bool = False, profile_digest: str | None = None,
+) -> SynthPlan:
     """Which rows of `manifest` (already cut by --limit and --shard) OUT still needs."""
     previous = latest_result_lines(out_dir)
     plan = SynthPlan([], [], [])

@@ -43,12 +43,14 @@ class SynthResult(BaseModel):
     e2el_s: float | None = Field(None, description="Last audio minus submission, seconds.")
     rtf: float | None = Field(None, description="e2el_s / audio_seconds.")
     finish_reason: FinishReason | None = Field(None, description="stop, or length (cut by the token cap).")
-    ref_cache: RefCache | None = Field(None, description="hot, cold or none: whether the reference's codes were cached.")
+    ref_cache: RefCache | None = Field(
+        None, description="hot, cold or none: whether the reference's codes were cached.")
     flags: list[Reason] = Field(default_factory=list, description="Suspect-audio reasons (see retention).")
     error: str | None = None
     retained: str | None = Field(None, description="Path of the retained copy, when retention kept it.")
     retention_error: str | None = None
-    input_digest: str = Field("", description="What was synthesized (text, reference); a changed manifest row is redone.")
+    input_digest: str = Field(
+        "", description="What was synthesized (text, reference); a changed manifest row is redone.")
     profile_digest: str = ""
     finished_at: str = ""
 
@@ -61,7 +63,8 @@ class ThisRun(BaseModel):
     attempted: int
     ok: int
     failed: int
-    left_pending: list[str] = Field(description="Cut off by a stop, an engine failure or an output folder that could not be written; a resume retries them.")
+    left_pending: list[str] = Field(description="Cut off by a stop, an engine failure or an output folder that "
+                                                "could not be written; a resume retries them.")
     wall_seconds: float
     audio_seconds: float
     audio_throughput: float = Field(description="audio_seconds / wall_seconds of this run.")
@@ -94,13 +97,17 @@ class SynthSummary(BaseModel):
     num_pending: int
     audio_seconds: float = Field(description="Total audio of every ok row.")
     interrupted: bool
-    engine_error: str | None = Field(description="Why the engine stopped serving; null after a stop the user asked for.")
-    output_error: str | None = Field(None, description="Why OUT could not be written (disk full, I/O error): the run stopped, unfinished rows are pending.")
+    engine_error: str | None = Field(
+        description="Why the engine stopped serving; null after a stop the user asked for.")
+    output_error: str | None = Field(None, description="Why OUT could not be written (disk full, I/O error): "
+                                                       "the run stopped, unfinished rows are pending.")
     this_run: ThisRun
     retention: RetentionTotals | None
     invalid_rows: list[str] = Field(description="`file:line: reason` of each row that could not be read.")
-    limit: int | None = Field(None, description="--limit: only the first N valid rows of the manifest count (null: all).")
-    shard: str | None = Field(None, description="--shard I/N: this folder holds shard I of N (rows by a hash of the utt); null for a whole run or a merge.")
+    limit: int | None = Field(
+        None, description="--limit: only the first N valid rows of the manifest count (null: all).")
+    shard: str | None = Field(None, description="--shard I/N: this folder holds shard I of N (rows by a hash of "
+                                                "the utt); null for a whole run or a merge.")
     failed: list[FailedRow]
     model: str
     profile: dict[str, Any] = Field(description="The resolved profile (every setting).")
