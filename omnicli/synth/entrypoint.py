@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from omnicli.driver import STOP_GRACE_S
 from omnicli.errors import UsageError
-from omnicli.manifest import Manifest, read_manifest
+from omnicli.manifest import Manifest, ManifestRow, read_manifest
 from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, compact_results, plan_run, tidy_out_dir
 from omnicli.synth.summary import build_synth_summary, write_summary_or_drop
 
@@ -285,7 +285,7 @@ class SynthJob:
         except OSError as exc:  # OUT itself cannot be written (disk full, I/O error, removed)
             self.output_error = f"cannot write to {out}: {exc}"
 
-    async def _run_local(self, rows: list) -> None:
+    async def _run_local(self, rows: list[ManifestRow]) -> None:
         from omnicli.engine import EngineError
         from omnicli.engine.backends import start_engine
         from omnicli.synth.run import SynthRun
@@ -324,7 +324,7 @@ class SynthJob:
             if engine is not None:
                 await engine.close()
 
-    def _run_on_ray(self, rows: list, ray: RayOptions) -> None:
+    def _run_on_ray(self, rows: list[ManifestRow], ray: RayOptions) -> None:
         """The same run with the engines in Ray actors; joining or starting Ray is the start-up.
         Leaving shuts down a cluster we started, never one we joined."""
         from omnicli.scaleout.cluster import RayCluster, RayUnavailable
