@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord, drive
-from omnicli.engine.request import EngineDead, EngineStats
+from omnicli.engine.request import EngineStats
 
 
 @dataclass
@@ -60,7 +60,7 @@ async def run_round(
     """
     driven = await drive(engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_record=on_done, stop=stop, grace_s=grace_s)
     if driven.engine_error is not None:
-        raise EngineDead(driven.engine_error)
+        raise driven.engine_error
     records = sorted(driven.records, key=lambda r: r.start)
     return RoundResult(records=records, stats=driven.stats, complete=driven.complete)
 
