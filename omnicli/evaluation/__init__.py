@@ -9,9 +9,9 @@
 from omnicli.evaluation.asr import AsrBackend, AsrError, AsrSetupError, AsrSpec, default_spec, load_backend
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import EvalStatus, WerResult, write_results
-from omnicli.evaluation.runner import EvalRun, build_wer_summary, evaluate
 from omnicli.evaluation.transcripts import TranscriptsError, read_transcripts
 from omnicli.evaluation.wer import UttScore, aggregate, score_utterance
+from omnicli.evaluation.wer_run import EvalRun, build_wer_summary, evaluate
 
 __all__ = [
     "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "EvalRun", "EvalStatus", "TranscriptsError", "UttScore", "WerResult",

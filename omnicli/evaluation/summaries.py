@@ -12,6 +12,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Metric = Literal["wer", "sim", "mos"]
+SCHEMA_VERSION: Literal[1] = 1  # of wer_summary.json and eval_summary.json; raised when a key changes meaning
+
+
+class _Versioned(BaseModel):
+    """The base whose field comes first (pydantic orders inherited fields from the last base)."""
+
+    schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Version of this file's layout.")
 
 
 class EvalFailure(BaseModel):
@@ -101,7 +108,7 @@ _REQUIRED = {
 }
 
 
-class EvalSummary(WerFigures, SimFigures, MosFigures):
+class EvalSummary(WerFigures, SimFigures, MosFigures, _Versioned):
     """The summary of `omni eval-wer` (wer_summary.json) or `omni eval` (eval_summary.json)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)  # further metrics may be added beside these

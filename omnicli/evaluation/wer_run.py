@@ -1,9 +1,10 @@
-"""Evaluate a folder of generated speech against a manifest (docs/metrics.md, "WER").
+"""WER of a folder of generated speech against a manifest (docs/metrics.md, "WER").
 
-`evaluate` transcribes GEN/<utt>.wav for each manifest row (or takes cached
-transcripts), scores it, retains suspect ASR inputs and returns one
-`WerResult` per row in manifest order; `build_wer_summary` turns them into the
-summary JSON. Every row ends with a status: nothing is silently skipped.
+`WerStage` transcribes each row's clip (or takes its cached transcript),
+scores it, retains suspect ASR inputs and keeps one `WerResult` per row in
+manifest order; `evaluate` runs it alone over a folder and
+`build_wer_summary` turns the results into the summary keys. Every row ends
+with a status: nothing is silently skipped.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from omnicli import __version__
-from omnicli.audio import AudioError
 from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, AsrBackend
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS, Clip, load_clip
+from omnicli.evaluation.loop import DecodeOnce, score_rows, utc_now
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import EvalStatus, WerResult
+from omnicli.evaluation.summaries import SCHEMA_VERSION
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
+from omnicli.manifest import ManifestRow
 from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class _Pending:
     index: int
     result: WerResult
     clip: np.ndarray  # the exact ASR input: 16 kHz mono, cut to 30 s when the backend needs it
+    audio: DecodeOnce
 
 
 def load_asr_input(path: Path, truncate: bool) -> Clip:
@@ -64,35 +67,111 @@ def load_asr_input(path: Path, truncate: bool) -> Clip:
     return load_clip(path, path.parent, max_seconds=WINDOW_S if truncate else MAX_CLIP_SECONDS)
 
 
-def _is_empty_audio(path: Path) -> bool:
-    """A zero-byte file, or a file that parses but holds no samples."""
-    try:
-        return path.stat().st_size == 0 or sf.info(str(path)).frames == 0
-    except Exception:
-        return False
+class WerStage:
+    """WER of each row (a `loop.Stage`): its clip batched through the ASR backend, or its cached
+    transcript, scored; suspect ASR inputs retained. Results in manifest order."""
 
-
-class _Evaluator:
-    def __init__(self, gen_dir: Path, lang: str, threshold: float, retainer: Retainer | None,
-                 retention_meta: Mapping, on_result: Callable[[WerResult], None] | None):
-        self.gen_dir = gen_dir
-        self.lang = lang
-        self.threshold = threshold
-        self.retainer = retainer
-        self.retention_meta = dict(retention_meta)
-        self.on_result = on_result
-        self.results: list[WerResult | None] = []
+    def __init__(
+        self, count: int, *, lang: str, backend: AsrBackend | None, transcripts: Mapping[str, str] | None,
+        threshold: float, batch_size: int, retainer: Retainer | None, retention_meta: Mapping[str, Any],
+        on_result: Callable[[WerResult], None] | None,
+    ):
+        if (backend is None) == (transcripts is None):
+            raise ValueError("give exactly one of backend= and transcripts=")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.lang, self.backend, self.transcripts = lang, backend, transcripts
+        self.threshold, self.batch_size = threshold, batch_size
+        self.retainer, self.retention_meta, self.on_result = retainer, dict(retention_meta), on_result
+        self.slots: list[WerResult | None] = [None] * count
         self.asr_seconds = 0.0
+        self._pending: list[_Pending] = []
 
-    def wav_for(self, utt: str) -> Path:
-        return self.gen_dir / f"{utt}.wav"
+    @property
+    def read_seconds(self) -> float:
+        if self.backend is not None and self.backend.truncates_to_window:
+            return WINDOW_S
+        return MAX_CLIP_SECONDS  # a backend without a window, or the clip retained beside a cached transcript
 
-    def done(self, index: int, result: WerResult) -> None:
-        self.results[index] = result
+    @property
+    def results(self) -> list[WerResult]:
+        return [r for r in self.slots if r is not None]
+
+    def add(self, index: int, row: ManifestRow, audio: DecodeOnce) -> None:
+        result = WerResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING)
+        if not normalize_text(row.text, self.lang).split():
+            result.status = EvalStatus.EMPTY_REFERENCE
+            result.error = "reference has no words after normalisation"
+        elif self.transcripts is not None:
+            if row.utt not in self.transcripts:
+                result.error = "no transcript in the transcripts file"
+            else:
+                self._score(result, self.transcripts[row.utt], None, audio)
+        elif self.backend is not None:
+            read = audio()
+            if read.clip is None:
+                result.status, result.error = read.status, read.error
+            else:
+                clip = read.clip.cut(self.read_seconds)
+                result.audio_s, result.truncated, result.notes = clip.duration_s, clip.truncated, list(clip.notes)
+                result.over_30s = result.audio_s > WINDOW_S
+                self._pending.append(_Pending(index, result, clip.pcm, audio))
+                if len(self._pending) >= self.batch_size:
+                    self.finish()
+                return
+        self._done(index, result)
+
+    def finish(self) -> None:
+        """Transcribes the pending batch; if it fails, retries clip by clip so one bad clip fails alone."""
+        batch, self._pending = self._pending, []
+        if not batch or self.backend is None:
+            return
+        outcomes: list[tuple[str | None, Exception | None, float | None]]
+        try:
+            texts, elapsed = self._transcribe([p.clip for p in batch])
+            outcomes = [(text, None, elapsed / len(batch)) for text in texts]
+        except Exception as batch_exc:
+            if len(batch) == 1:
+                outcomes = [(None, batch_exc, None)]
+            else:
+                log.warning("ASR batch of %d failed (%s); retrying one by one", len(batch), batch_exc)
+                outcomes = []
+                for p in batch:
+                    try:
+                        (text,), elapsed = self._transcribe([p.clip])
+                        outcomes.append((text, None, elapsed))
+                    except Exception as exc:
+                        outcomes.append((None, exc, None))
+        for p, (text, exc, asr_s) in zip(batch, outcomes, strict=True):
+            p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
+            if exc is not None or text is None:
+                p.result.status = EvalStatus.ASR_ERROR
+                p.result.error = f"ASR failed: {type(exc).__name__}: {exc}"
+            else:
+                self._score(p.result, text, p.clip, p.audio)
+            self._done(p.index, p.result)
+
+    def _transcribe(self, clips: list[np.ndarray]) -> tuple[list[str], float]:
+        assert self.backend is not None
+        t0 = time.perf_counter()
+        try:
+            texts = self.backend.transcribe(clips)
+        finally:
+            elapsed = time.perf_counter() - t0
+            self.asr_seconds += elapsed
+        if len(texts) != len(clips):
+            raise RuntimeError(f"ASR returned {len(texts)} transcripts for {len(clips)} clips")
+        return texts, elapsed
+
+    def run(self, started_at: str, wall_seconds: float) -> EvalRun:
+        return EvalRun(self.results, self.asr_seconds, wall_seconds, started_at)
+
+    def _done(self, index: int, result: WerResult) -> None:
+        self.slots[index] = result
         if self.on_result is not None:
             self.on_result(result)
 
-    def score(self, result: WerResult, hyp: str, clip: np.ndarray | None) -> None:
+    def _score(self, result: WerResult, hyp: str, clip: np.ndarray | None, audio: DecodeOnce) -> None:
         """Scores one transcript and retains the ASR input when it is suspect."""
         result.hyp = hyp
         score = score_utterance(result.ref, hyp, self.lang)
@@ -110,15 +189,16 @@ class _Evaluator:
             if score.wer > self.threshold:
                 result.reasons = [Reason.ASR_MISMATCH]
         if result.reasons and self.retainer is not None:
-            self.retain(result, clip)
+            if clip is None:  # cached transcripts: the generated wav at 16 kHz stands in
+                read = audio()
+                if read.clip is None:
+                    log.warning("%s: not retained, audio unavailable (%s)", result.utt, read.error)
+                    return
+                clip = read.clip.cut(MAX_CLIP_SECONDS).pcm
+            self._retain(result, clip, audio.wav)
 
-    def retain(self, result: WerResult, clip: np.ndarray | None) -> None:
-        if clip is None:  # cached transcripts: the best available stand-in is the generated wav at 16 kHz
-            try:
-                clip = load_clip(self.wav_for(result.utt), self.gen_dir).pcm
-            except AudioError as exc:
-                log.warning("%s: not retained, audio unavailable (%s)", result.utt, exc)
-                return
+    def _retain(self, result: WerResult, clip: np.ndarray, wav: Path) -> None:
+        assert self.retainer is not None
         meta = {
             "utt": result.utt,
             "text": result.ref,
@@ -130,7 +210,7 @@ class _Evaluator:
             "wer": result.wer,
             "wer_threshold": self.threshold,
             "language": self.lang,
-            "gen_wav": str(self.wav_for(result.utt)),
+            "gen_wav": str(wav),
             "audio_s": result.audio_s,
             "truncated_to_30s": result.truncated,
             "asr_s": result.asr_s,
@@ -141,7 +221,7 @@ class _Evaluator:
 
 
 def evaluate(
-    rows: Sequence,
+    rows: Sequence[ManifestRow],
     gen_dir: str | Path,
     *,
     lang: str = "en",
@@ -150,116 +230,29 @@ def evaluate(
     threshold: float = 0.5,
     batch_size: int = 8,
     retainer: Retainer | None = None,
-    retention_meta: Mapping | None = None,
+    retention_meta: Mapping[str, Any] | None = None,
     on_result: Callable[[WerResult], None] | None = None,
 ) -> EvalRun:
-    """Scores every manifest row (objects with `.utt` and `.text`).
+    """WER of every manifest row alone (`omnicli.evaluation.pipeline.Evaluator` runs it beside SIM / MOS).
 
     Exactly one of `backend` (transcribe GEN/<utt>.wav) and `transcripts`
     ({utt: hyp}, re-score only) must be given. `retention_meta` is added to
     each retained file's JSON (e.g. profile_digest, ASR backend and model).
     """
-    if (backend is None) == (transcripts is None):
-        raise ValueError("give exactly one of backend= and transcripts=")
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = utc_now()
     t0 = time.perf_counter()
-    ev = _Evaluator(Path(gen_dir), lang, threshold, retainer, retention_meta or {}, on_result)
-    ev.results = [None] * len(rows)
-    pending: list[_Pending] = []
-
-    for index, row in enumerate(rows):
-        result = WerResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING)
-        if not normalize_text(row.text, lang).split():
-            result.status = EvalStatus.EMPTY_REFERENCE
-            result.error = "reference has no words after normalisation"
-            ev.done(index, result)
-            continue
-        if transcripts is not None:
-            if row.utt not in transcripts:
-                result.error = "no transcript in the transcripts file"
-            else:
-                ev.score(result, transcripts[row.utt], None)
-            ev.done(index, result)
-            continue
-        wav = ev.wav_for(row.utt)
-        if not wav.is_file():
-            result.error = f"{wav} not found"
-            ev.done(index, result)
-            continue
-        try:
-            loaded = load_asr_input(wav, backend.truncates_to_window)
-        except AudioError as exc:
-            result.status = EvalStatus.EMPTY_AUDIO if _is_empty_audio(wav) else EvalStatus.UNREADABLE
-            result.error = str(exc)
-            ev.done(index, result)
-            continue
-        clip, result.audio_s, result.truncated, result.notes = loaded.pcm, loaded.duration_s, loaded.truncated, loaded.notes
-        result.over_30s = result.audio_s > WINDOW_S
-        if clip.shape[0] == 0:  # resampling a few samples can leave none
-            result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
-            ev.done(index, result)
-            continue
-        pending.append(_Pending(index, result, clip))
-        if len(pending) >= batch_size:
-            _flush(ev, backend, pending)
-            pending = []
-    if pending:
-        _flush(ev, backend, pending)
-
-    return EvalRun(
-        results=list(ev.results),
-        asr_seconds=ev.asr_seconds,
-        wall_seconds=time.perf_counter() - t0,
-        started_at=started_at,
+    stage = WerStage(
+        len(rows), lang=lang, backend=backend, transcripts=transcripts, threshold=threshold, batch_size=batch_size,
+        retainer=retainer, retention_meta=retention_meta or {}, on_result=on_result,
     )
-
-
-def _transcribe_timed(ev: _Evaluator, backend: AsrBackend, clips: list[np.ndarray]) -> tuple[list[str], float]:
-    t0 = time.perf_counter()
-    try:
-        texts = backend.transcribe(clips)
-    finally:
-        elapsed = time.perf_counter() - t0
-        ev.asr_seconds += elapsed
-    if len(texts) != len(clips):
-        raise RuntimeError(f"ASR returned {len(texts)} transcripts for {len(clips)} clips")
-    return texts, elapsed
-
-
-def _flush(ev: _Evaluator, backend: AsrBackend, batch: list[_Pending]) -> None:
-    """Transcribes one batch; if the batch fails, retries clip by clip so one bad clip fails alone."""
-    try:
-        texts, elapsed = _transcribe_timed(ev, backend, [p.clip for p in batch])
-        outcomes = [(text, None, elapsed / len(batch)) for text in texts]
-    except Exception as batch_exc:
-        if len(batch) == 1:
-            outcomes = [(None, batch_exc, None)]
-        else:
-            log.warning("ASR batch of %d failed (%s); retrying one by one", len(batch), batch_exc)
-            outcomes = []
-            for p in batch:
-                try:
-                    (text,), elapsed = _transcribe_timed(ev, backend, [p.clip])
-                    outcomes.append((text, None, elapsed))
-                except Exception as exc:
-                    outcomes.append((None, exc, None))
-    for p, (text, exc, asr_s) in zip(batch, outcomes, strict=True):
-        p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
-        if exc is not None:
-            p.result.status = EvalStatus.ASR_ERROR
-            p.result.error = f"ASR failed: {type(exc).__name__}: {exc}"
-        else:
-            ev.score(p.result, text, p.clip)
-        ev.done(p.index, p.result)
-
+    score_rows(rows, Path(gen_dir), [stage])
+    return stage.run(started_at, time.perf_counter() - t0)
 
 
 def run_facts(
     retainer: Retainer | None, manifest: str | Path | None, gen_dir: str | Path | None,
     profile_name: str | None, profile_digest: str | None, started_at: str, wall_seconds: float,
-) -> dict:
+) -> dict[str, Any]:
     """The summary keys every evaluation run records about itself (eval-wer and eval alike)."""
     return {
         "keep_failed": str(retainer.directory) if retainer else None,
@@ -280,15 +273,15 @@ def build_wer_summary(
     *,
     lang: str,
     threshold: float,
-    asr: Mapping | None,
+    asr: Mapping[str, Any] | None,
     manifest: str | Path | None = None,
     gen_dir: str | Path | None = None,
     transcripts_file: str | Path | None = None,
     profile_name: str | None = None,
     profile_digest: str | None = None,
     retainer: Retainer | None = None,
-) -> dict:
-    """The summary JSON: the keys of docs/metrics.md plus how the numbers were obtained."""
+) -> dict[str, Any]:
+    """The summary JSON (wer_summary.json): the keys of docs/metrics.md plus how the numbers were obtained."""
     results = run.results
     scored = [r for r in results if r.scored]
     failed = [r for r in results if r.failed]
@@ -296,6 +289,7 @@ def build_wer_summary(
     metrics = aggregate(r.score for r in scored)
     transcribed = [r for r in results if r.asr_s is not None]
     return {
+        "schema_version": SCHEMA_VERSION,
         **metrics,
         "wer_mean_failed_as_100": mean_counting_failures([r.wer for r in scored], len(failed)),
         "num_utts": len(results),
