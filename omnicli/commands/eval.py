@@ -126,7 +126,8 @@ def eval_command(
     gen_dir: Annotated[Path, typer.Argument(help="Folder holding the generated <utt>.wav files.", show_default=False)],
     manifest: Annotated[Path, typer.Option(
         "--manifest", "-m", help="Seed-TTS meta.lst (utt|prompt_text|prompt_wav|text[|gt_wav]) or JSONL.")],
-    metrics: Annotated[str, typer.Option("--metrics", help="Any subset of wer,sim,mos, comma-separated.")] = "wer,sim,mos",
+    metrics: Annotated[str, typer.Option(
+        "--metrics", help="Any subset of wer,sim,mos, comma-separated.")] = "wer,sim,mos",
     lang: Annotated[Lang, typer.Option("--lang", "-l", help="Language of the texts: en (WER) or zh (CER).")] = Lang.en,
     asr: Annotated[Optional[str], typer.Option(
         "--asr", help="WER: BACKEND[:MODEL], as omni eval-wer. Local models only.",

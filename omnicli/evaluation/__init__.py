@@ -14,7 +14,8 @@ from omnicli.evaluation.wer import UttScore, aggregate, score_utterance
 from omnicli.evaluation.wer_run import EvalRun, build_wer_summary, evaluate
 
 __all__ = [
-    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "EvalRun", "EvalStatus", "TranscriptsError", "UttScore", "WerResult",
+    "AsrBackend", "AsrError", "AsrSetupError", "AsrSpec", "EvalRun", "EvalStatus", "TranscriptsError", "UttScore",
+    "WerResult",
     "aggregate", "build_wer_summary", "default_spec", "evaluate", "load_backend", "normalize_text",
     "read_transcripts", "score_utterance", "write_results",
 ]

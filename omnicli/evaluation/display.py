@@ -56,7 +56,8 @@ def wer_figures(summary: Mapping[str, Any]) -> Figures:
         ("num_above_threshold", str(summary["num_above_threshold"]), f"WER > {summary['wer_threshold']}"),
     ]
     if summary["num_over_30s"]:
-        counts.append(("num_over_30s", str(summary["num_over_30s"]), f"{summary['num_truncated']} cut to 30 s before ASR"))
+        cut = f"{summary['num_truncated']} cut to 30 s before ASR"
+        counts.append(("num_over_30s", str(summary["num_over_30s"]), cut))
     if summary["keep_failed"]:
         counts.append(("num_retained", str(summary["num_retained"]), summary["keep_failed"]))
     return Figures(f"WER ({summary['language']}, {source})", [

@@ -194,8 +194,8 @@ class Evaluator:
         seen.begin(self._tasks(), len(rows))
         score_rows(rows, gen, cast(list[Stage], [s for s in (wer, audio) if s is not None]))
         wall = time.perf_counter() - t0
-        outcome = EvalOutcome(wer.run(started_at, wall) if wer else None, audio.run(started_at, wall) if audio else None,
-                              wall, started_at)
+        outcome = EvalOutcome(wer.run(started_at, wall) if wer else None,
+                              audio.run(started_at, wall) if audio else None, wall, started_at)
         return EvalReport(outcome, self._summary(outcome, gen, limits, facts))
 
     def _tasks(self) -> list[tuple[str, str]]:

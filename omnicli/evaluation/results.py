@@ -50,7 +50,8 @@ SUMMARY_JSON = "wer_summary.json"
 # The seed-tts-eval columns first, then ours.
 TSV_COLUMNS = (
     "utt", "wer", "ref", "hyp", "ins", "del", "sub", "status",
-    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "notes", "reasons", "retained", "error",
+    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "notes", "reasons", "retained",
+    "error",
 )
 
 
@@ -122,7 +123,8 @@ def _seed_cell(text: str) -> str:
 
 
 # The first line average_wer.py writes into the score file.
-SEED_WER_HEADER = "\t".join(("utt", "wav_res", "res_wer", "text_ref", "text_res", "res_wer_ins", "res_wer_del", "res_wer_sub")) + "\n"
+SEED_WER_HEADER = "\t".join(
+    ("utt", "wav_res", "res_wer", "text_ref", "text_res", "res_wer_ins", "res_wer_del", "res_wer_sub")) + "\n"
 
 
 def seed_mean_pct(values: Iterable[float]) -> float:
@@ -144,13 +146,19 @@ def seed_wer_lines(results: Iterable[WerResult], gen_dir: str | os.PathLike) -> 
     """
     scored = [r for r in results if r.scored]
     body = SEED_WER_HEADER + "".join(
-        f"{os.path.join(os.fspath(gen_dir), r.utt + '.wav')}\t{float(r.wer)}\t{_seed_cell(r.ref)}\t{_seed_cell(r.hyp or '')}"
-        f"\t{float(r.ins)}\t{float(r.dele)}\t{float(r.sub)}\n"
+        f"{os.path.join(os.fspath(gen_dir), r.utt + '.wav')}\t{_ratio(r.wer)}\t{_seed_cell(r.ref)}"
+        f"\t{_seed_cell(r.hyp or '')}\t{_ratio(r.ins)}\t{_ratio(r.dele)}\t{_ratio(r.sub)}\n"
         for r in scored
     )
     if scored:
-        body += f"WER: {seed_mean_pct(r.wer for r in scored)}%\n"
+        body += f"WER: {seed_mean_pct(_ratio(r.wer) for r in scored)}%\n"
     return body
+
+
+def _ratio(value: float | None) -> float:
+    if value is None:
+        raise ValueError("a scored utterance has no WER figures")  # set together with the status
+    return float(value)
 
 
 def write_result_files(

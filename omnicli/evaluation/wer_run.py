@@ -33,8 +33,10 @@ log = logging.getLogger(__name__)
 
 # What each summary figure is, so nobody mistakes an extra for the published number.
 KEY_NOTES = {
-    "seed_wer_mean": "mean per-utterance WER x 100, empty transcripts counted as 100%: the number Seed-TTS-eval tables publish",
-    "wer_mean_below_50": "mean WER over utterances with WER <= 50% (computed by seed-tts-eval's average_wer.py, not published)",
+    "seed_wer_mean": "mean per-utterance WER x 100, empty transcripts counted as 100%: "
+    "the number Seed-TTS-eval tables publish",
+    "wer_mean_below_50": "mean WER over utterances with WER <= 50% "
+    "(computed by seed-tts-eval's average_wer.py, not published)",
     "sub": "mean substitution rate x 100 (computed by seed-tts-eval, not published)",
     "del": "mean deletion rate x 100 (computed by seed-tts-eval, not published)",
     "ins": "mean insertion rate x 100 (computed by seed-tts-eval, not published)",
@@ -142,13 +144,13 @@ class WerStage:
                         outcomes.append((text, None, elapsed))
                     except Exception as exc:
                         outcomes.append((None, exc, None))
-        for p, (text, exc, asr_s) in zip(batch, outcomes, strict=True):
+        for p, (hyp, error, asr_s) in zip(batch, outcomes, strict=True):
             p.result.asr_s = round(asr_s, 4) if asr_s is not None else None
-            if exc is not None or text is None:
+            if hyp is None:
                 p.result.status = EvalStatus.ASR_ERROR
-                p.result.error = f"ASR failed: {type(exc).__name__}: {exc}"
+                p.result.error = f"ASR failed: {type(error).__name__}: {error}"
             else:
-                self._score(p.result, text, p.clip, p.audio)
+                self._score(p.result, hyp, p.clip, p.audio)
             self._done(p.index, p.result)
 
     def _transcribe(self, clips: list[np.ndarray]) -> tuple[list[str], float]:
@@ -177,7 +179,8 @@ class WerStage:
         score = score_utterance(result.ref, hyp, self.lang)
         result.score = score
         result.wer, result.sub, result.dele, result.ins = score.wer, score.sub, score.dele, score.ins
-        result.substitutions, result.deletions, result.insertions = score.substitutions, score.deletions, score.insertions
+        result.substitutions, result.deletions = score.substitutions, score.deletions
+        result.insertions = score.insertions
         result.ref_words, result.ref_norm, result.hyp_norm = score.ref_words, score.ref_norm, score.hyp_norm
         if not score.hyp_norm.split():
             # Scored (WER 1.0 against a non-empty reference) as seed-tts-eval does, so
@@ -286,12 +289,12 @@ def build_wer_summary(
     scored = [r for r in results if r.scored]
     failed = [r for r in results if r.failed]
     missing = [r for r in results if r.status == EvalStatus.MISSING]
-    metrics = aggregate(r.score for r in scored)
+    metrics = aggregate(r.score for r in scored if r.score is not None)  # every scored row has its score
     transcribed = [r for r in results if r.asr_s is not None]
     return {
         "schema_version": SCHEMA_VERSION,
         **metrics,
-        "wer_mean_failed_as_100": mean_counting_failures([r.wer for r in scored], len(failed)),
+        "wer_mean_failed_as_100": mean_counting_failures([r.wer for r in scored if r.wer is not None], len(failed)),
         "num_utts": len(results),
         "num_scored": len(scored),
         "num_missing": len(missing),

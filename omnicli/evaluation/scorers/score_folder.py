@@ -50,7 +50,7 @@ class AudioResult:
 @dataclass
 class AudioRun:
     results: list[AudioResult]
-    scorers: list[dict]  # each scorer's describe(), with its metric
+    scorers: list[dict[str, Any]]  # each scorer's describe(), with its metric
     cpu_seconds: dict[str, float]  # metric -> CPU seconds inside the scorers
     wall_seconds: dict[str, float]  # metric -> wall seconds inside the scorers
     started_at: str
@@ -58,7 +58,7 @@ class AudioRun:
 
 
 def _judge(result: AudioResult, sim_threshold: float, mos_threshold: float) -> list[str]:
-    reasons = []
+    reasons: list[str] = []
     sim = result.values.get("sim")
     if sim is not None and sim < sim_threshold:
         reasons.append(Reason.LOW_SIM)
@@ -216,11 +216,11 @@ def _run_scorer(
                     outcomes.append((value, None, spent))
                 except Exception as exc:
                     outcomes.append((None, exc, 0.0))
-    for (result, _), (value, exc, spent) in zip(batch, outcomes, strict=True):
-        if value is None:
-            _record_error(result, scorer, f"{type(exc).__name__}: {exc}")
+    for (result, _), (figures, error, spent) in zip(batch, outcomes, strict=True):
+        if figures is None:
+            _record_error(result, scorer, f"{type(error).__name__}: {error}")
             continue
-        result.values.update(value)
+        result.values.update(figures)
         result.cpu_s[scorer.metric] = round(result.cpu_s.get(scorer.metric, 0.0) + spent, 4)
 
 
@@ -242,11 +242,11 @@ def _share_below(values: list[float], threshold: float) -> float | None:
     return round(100.0 * sum(1 for v in values if v < threshold) / len(values), 3) if values else None
 
 
-def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict:
+def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict[str, Any]:
     """SIM and MOS summary keys, with which backend produced them and what they cost."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     ok = [r for r in run.results if r.status == EvalStatus.OK]
-    by_metric = {d["metric"]: [] for d in run.scorers}
+    by_metric: dict[str, list[dict[str, Any]]] = {d["metric"]: [] for d in run.scorers}
     for d in run.scorers:
         by_metric[d["metric"]].append(d)
     for metric, descriptions in by_metric.items():
@@ -270,8 +270,7 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
             for key in keys:
                 values = [r.values[key] for r in scored if key in r.values]
                 out[f"{key}_mean"] = _mean(values)
-            overall = [r.values.get("dnsmos_ovrl", r.values.get("utmos")) for r in scored]
-            overall = [v for v in overall if v is not None]
+            overall = [v for r in scored if (v := r.values.get("dnsmos_ovrl", r.values.get("utmos"))) is not None]
             out.update({
                 "dnsmos_ovrl_median": _median([r.values["dnsmos_ovrl"] for r in scored if "dnsmos_ovrl" in r.values])
                 if "dnsmos_ovrl" in keys else None,
