@@ -210,3 +210,24 @@ def test_eval_wer_writes_what_eval_metrics_wer_writes(flite_eval, tmp_path):
     assert list(summary_w)[0] == "schema_version" and summary_w["schema_version"] == 1
     assert summary_e.pop("metrics") == ["wer"] and list(summary_w) == list(summary_e)
     assert _masked(summary_w) == _masked(summary_e)
+
+
+def test_bench_eval_scores_the_manifest_rows_its_prompts_carry(flite_eval, tmp_path):
+    needs.module("speechmos", "speechmos (the eval extra) is not installed")
+    from omnicli.benchmark.evaluation import BenchEval, prompt_rows
+    from omnicli.benchmark.prompts import load_prompts
+
+    prompts = load_prompts(flite_eval / "meta.lst", num_prompts=7, shuffle=False, allow_outside_paths=True).prompts
+    rows = prompt_rows(prompts)  # the rows themselves, not rebuilt: prompt_text and line_no are kept
+    assert [r.utt for r in rows] == ["f1", "f2", "f3", "never"] and [r.line_no for r in rows] == [1, 2, 3, 4]
+    assert {r.prompt_text for r in rows} == {"prompt"} and rows[0].source == flite_eval / "meta.lst"
+    audio = tmp_path / "pass"
+    shutil.copytree(flite_eval / "gen", audio)
+    bench_eval = BenchEval.parse("mos", device="cpu")
+    bench_eval.check()
+    figures = bench_eval.score_pass(audio, prompts)
+    assert figures["metrics"] == ["mos"] and figures["num_mos_scored"] == 3 and figures["num_mos_failed"] == 1
+    summary = json.loads((audio / "eval" / "eval_summary.json").read_text())
+    assert summary["schema_version"] == 1 and summary["missing"] == ["never"]
+    assert figures["summary_file"] == str(audio / "eval" / "eval_summary.json")
+    assert figures["dnsmos_ovrl_mean"] == summary["dnsmos_ovrl_mean"]
