@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from omnicli.errors import EngineFailure, UsageError
 from omnicli.evaluation.eval_report import EvalOutcome, EvalReport, ResultFiles, RunContext, build_eval_summary
@@ -191,8 +191,9 @@ class Evaluator:
             meta.update(asr_backend=self.asr_info["backend"], asr_model=self.asr_info["model"])
         started_at, t0 = utc_now(), time.perf_counter()
         wer, audio = self._stages(len(rows), limits, facts, meta, seen)
+        stages: list[Stage] = [s for s in (wer, audio) if s is not None]
         seen.begin(self._tasks(), len(rows))
-        score_rows(rows, gen, cast(list[Stage], [s for s in (wer, audio) if s is not None]))
+        score_rows(rows, gen, stages)
         wall = time.perf_counter() - t0
         outcome = EvalOutcome(wer.run(started_at, wall) if wer else None,
                               audio.run(started_at, wall) if audio else None, wall, started_at)
