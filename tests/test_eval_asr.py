@@ -17,7 +17,7 @@ import soundfile as sf
 
 from omnicli.evaluation import AsrSetupError, AsrSpec, build_wer_summary, evaluate, load_backend
 from omnicli.evaluation.asr import locate
-from omnicli.evaluation.runner import load_asr_input
+from omnicli.evaluation.wer_run import load_asr_input
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 from tests import needs

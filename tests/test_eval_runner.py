@@ -12,7 +12,7 @@ import soxr
 from omnicli.evaluation import build_wer_summary, evaluate, write_results
 from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.evaluation.results import FAILED_STATUSES, RESULTS_JSONL, RESULTS_TSV, SEED_WER_FILE, SUMMARY_JSON
-from omnicli.evaluation.runner import load_asr_input
+from omnicli.evaluation.wer_run import load_asr_input
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 

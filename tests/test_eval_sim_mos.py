@@ -157,7 +157,7 @@ def test_runner_fails_one_clip_alone_and_keeps_order(tmp_path):
 
 
 def test_metric_and_backend_specs_are_checked():
-    from omnicli.evaluation.combined import parse_metrics
+    from omnicli.evaluation.pipeline import parse_metrics
     from omnicli.evaluation.scorers.mos import parse_mos_specs
     from omnicli.evaluation.scorers.sim import DEFAULT_WAVLM, parse_sim_spec
 

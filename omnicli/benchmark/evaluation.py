@@ -3,20 +3,27 @@
 Like vLLM-Omni's `--seed-tts-wer-eval`, but offline and with SIM / MOS too.
 `BenchEval.check` parses the metrics and locates every model before the
 engine starts (a missing model is a usage error, not a wasted benchmark);
-`score_pass` runs `omni eval`'s library on one pass's `--audio-out` folder,
-writes the same eval_results / eval_summary files into `<folder>/eval` and
-returns the figures that go into the pass's entry of the result file.
+`score_pass` runs `omni eval`'s pipeline (`omnicli.evaluation.pipeline.Evaluator`,
+its models loaded once for every pass) on one pass's `--audio-out` folder
+over the manifest rows the prompts were made from, writes the same
+eval_results / eval_summary files into `<folder>/eval` and returns the
+figures that go into the pass's entry of the result file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.benchmark.result_models import EVAL_RESULT_KEYS
 from omnicli.manifest import ManifestRow
+
+if TYPE_CHECKING:
+    from omnicli.driver.records import Prompt
+    from omnicli.evaluation.pipeline import Evaluator
+    from omnicli.profile.resolved import ResolvedProfile
 
 
 @dataclass
@@ -27,78 +34,62 @@ class BenchEval:
     mos: str = "dnsmos"
     lang: str = "en"
     device: str = "cpu"
-    _plan: Any = field(default=None, repr=False)
+    _evaluator: Evaluator | None = field(default=None, repr=False)
 
     @classmethod
-    def parse(cls, text: str, **kwargs) -> BenchEval:
+    def parse(cls, text: str, **kwargs: Any) -> BenchEval:
         """ValueError for an unknown metric."""
-        from omnicli.evaluation.combined import parse_metrics
+        from omnicli.evaluation.pipeline import parse_metrics
 
         return cls(parse_metrics(text), **kwargs)
 
+    @property
+    def evaluator(self) -> Evaluator:
+        """One Evaluator for every pass: its models load on the first `score_pass`."""
+        if self._evaluator is None:
+            from omnicli.evaluation.pipeline import Evaluator
+
+            self._evaluator = Evaluator(self.metrics, lang=self.lang, asr=self.asr, sim=self.sim, mos=self.mos,
+                                        device=self.device)
+        return self._evaluator
+
     def check(self) -> None:
         """Locates every model without loading it; AsrSetupError / ScorerSetupError when one is absent."""
-        from omnicli.evaluation.asr import AsrSpec, default_spec
-        from omnicli.evaluation.scorers import check_specs
+        self.evaluator.check()
 
-        check_specs(self.metrics, sim=self.sim, mos=self.mos)
-        if "wer" in self.metrics:
-            spec = AsrSpec.parse(self.asr) if self.asr else default_spec(self.lang)
-            spec.locate()
+    def score_pass(
+        self, audio_dir: Path, prompts: Sequence[Prompt], resolved_profile: ResolvedProfile | None = None,
+        *, rows: Sequence[ManifestRow] | None = None,
+    ) -> dict[str, Any]:
+        """Scores one pass's audio folder over `rows` (default: the rows `prompts` were made from);
+        returns the figures for its result entry."""
+        from omnicli.evaluation.eval_report import RunContext
+        from omnicli.evaluation.pipeline import Thresholds
 
-    def _load(self, retention: Any) -> Any:
-        """Loads the models once, for every pass."""
-        if self._plan is None:
-            from omnicli.evaluation import AsrSpec, default_spec, load_backend
-            from omnicli.evaluation.asr.base import resolve_torch_device
-            from omnicli.evaluation.combined import EvalPlan
-            from omnicli.evaluation.scorers import load_scorers
-
-            plan = EvalPlan(metrics=self.metrics, lang=self.lang)
-            if "wer" in self.metrics:
-                spec = AsrSpec.parse(self.asr) if self.asr else default_spec(self.lang)
-                plan.asr = load_backend(spec, lang=self.lang, device=self.device)
-            if "sim" in self.metrics or "mos" in self.metrics:
-                plan.scorers = load_scorers(self.metrics, sim=self.sim, mos=self.mos, device=resolve_torch_device(self.device))
-            self._plan = plan
-        if retention is not None:
-            self._plan.wer_threshold = retention.asr_wer_threshold
-            self._plan.sim_threshold = retention.sim_threshold
-            self._plan.mos_threshold = retention.mos_threshold
-        return self._plan
-
-    def score_pass(self, audio_dir: Path, prompts: Sequence, resolved_profile: Any = None) -> dict:
-        """Scores one pass's audio folder; returns the figures for its result entry."""
-        from omnicli.evaluation import build_wer_summary
-        from omnicli.evaluation.combined import build_eval_summary, columns, merge_rows, run_eval, write_eval_results
-        from omnicli.evaluation.scorers import audio_summary
-
-        retention = getattr(getattr(resolved_profile, "profile", None), "retention", None)
-        plan = self._load(retention)
-        rows = prompt_rows(prompts)
-        outcome = run_eval(rows, audio_dir, plan)
-        wer = None
-        if outcome.wer_run is not None:
-            wer = build_wer_summary(outcome.wer_run, lang=plan.lang, threshold=plan.wer_threshold,
-                                asr={"requested": self.asr, **plan.asr.describe()}, gen_dir=audio_dir)
-        audio = None
-        if outcome.audio_run is not None:
-            audio = audio_summary(outcome.audio_run, sim_threshold=plan.sim_threshold, mos_threshold=plan.mos_threshold)
-        summary = build_eval_summary(
-            outcome, metrics=self.metrics, wer_summary=wer, audio_summary=audio, gen_dir=audio_dir,
-            profile_name=getattr(resolved_profile, "name", None), profile_digest=getattr(resolved_profile, "digest", None),
-        )
-        paths = write_eval_results(audio_dir / "eval", merge_rows(outcome), columns(outcome), summary)
+        thresholds = Thresholds()
+        context = RunContext()
+        if resolved_profile is not None:
+            thresholds = Thresholds.from_retention(resolved_profile.profile.retention)
+            context = RunContext(profile_name=resolved_profile.name, profile_digest=resolved_profile.digest)
+        chosen = list(rows) if rows is not None else prompt_rows(prompts)
+        report = self.evaluator.score(chosen, audio_dir, thresholds=thresholds, context=context)
+        paths = report.write(audio_dir / "eval")
+        summary = report.summary
         figures = {"metrics": list(self.metrics), **{k: summary[k] for k in EVAL_RESULT_KEYS if k in summary}}
         figures["summary_file"] = str(paths["summary"])
         return figures
 
 
-def prompt_rows(prompts: Sequence) -> list[ManifestRow]:
-    """One manifest row per distinct utterance (prompts cycle), in first-seen order."""
+def prompt_rows(prompts: Sequence[Prompt]) -> list[ManifestRow]:
+    """The manifest row of each distinct utterance (prompts cycle), in first-seen order."""
+    from omnicli.benchmark.prompts import Cycled
+
+    distinct: Iterable[Prompt] = prompts.distinct if isinstance(prompts, Cycled) else prompts
     rows: dict[str, ManifestRow] = {}
-    for prompt in getattr(prompts, "distinct", prompts):  # a Cycled view: its distinct prompts
-        if prompt.utt not in rows:
-            reference = Path(prompt.reference) if prompt.reference else None
-            rows[prompt.utt] = ManifestRow(utt=prompt.utt, text=prompt.request.text, prompt_wav=reference)
+    for prompt in distinct:
+        if prompt.utt in rows:
+            continue
+        if not isinstance(prompt.item, ManifestRow):
+            raise TypeError(f"prompt {prompt.utt!r} carries no manifest row to score against")
+        rows[prompt.utt] = prompt.item
     return list(rows.values())

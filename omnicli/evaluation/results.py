@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,8 @@ SUMMARY_JSON = "wer_summary.json"
 # The seed-tts-eval columns first, then ours.
 TSV_COLUMNS = (
     "utt", "wer", "ref", "hyp", "ins", "del", "sub", "status",
-    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "notes", "reasons", "retained", "error",
+    "ref_norm", "hyp_norm", "ref_words", "audio_s", "over_30s", "truncated", "asr_s", "notes", "reasons", "retained",
+    "error",
 )
 
 
@@ -89,7 +91,7 @@ class WerResult:
     def failed(self) -> bool:
         return self.status in FAILED_STATUSES
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON row; keys in TSV order (`del` spelled out as in seed-tts-eval)."""
         values = {
             "utt": self.utt, "wer": self.wer, "ref": self.ref, "hyp": self.hyp, "ins": self.ins,
@@ -102,7 +104,7 @@ class WerResult:
         return values
 
 
-def tsv_cell(value) -> str:
+def tsv_cell(value: object) -> str:
     """One TSV cell: empty for None, true/false, lists comma-joined; tabs and line breaks become spaces."""
     if value is None:
         return ""
@@ -121,7 +123,8 @@ def _seed_cell(text: str) -> str:
 
 
 # The first line average_wer.py writes into the score file.
-SEED_WER_HEADER = "\t".join(("utt", "wav_res", "res_wer", "text_ref", "text_res", "res_wer_ins", "res_wer_del", "res_wer_sub")) + "\n"
+SEED_WER_HEADER = "\t".join(
+    ("utt", "wav_res", "res_wer", "text_ref", "text_res", "res_wer_ins", "res_wer_del", "res_wer_sub")) + "\n"
 
 
 def seed_mean_pct(values: Iterable[float]) -> float:
@@ -143,32 +146,49 @@ def seed_wer_lines(results: Iterable[WerResult], gen_dir: str | os.PathLike) -> 
     """
     scored = [r for r in results if r.scored]
     body = SEED_WER_HEADER + "".join(
-        f"{os.path.join(os.fspath(gen_dir), r.utt + '.wav')}\t{float(r.wer)}\t{_seed_cell(r.ref)}\t{_seed_cell(r.hyp or '')}"
-        f"\t{float(r.ins)}\t{float(r.dele)}\t{float(r.sub)}\n"
+        f"{os.path.join(os.fspath(gen_dir), r.utt + '.wav')}\t{_ratio(r.wer)}\t{_seed_cell(r.ref)}"
+        f"\t{_seed_cell(r.hyp or '')}\t{_ratio(r.ins)}\t{_ratio(r.dele)}\t{_ratio(r.sub)}\n"
         for r in scored
     )
     if scored:
-        body += f"WER: {seed_mean_pct(r.wer for r in scored)}%\n"
+        body += f"WER: {seed_mean_pct(_ratio(r.wer) for r in scored)}%\n"
     return body
 
 
+def _ratio(value: float | None) -> float:
+    if value is None:
+        raise ValueError("a scored utterance has no WER figures")  # set together with the status
+    return float(value)
+
+
+def write_result_files(
+    out_dir: str | os.PathLike, names: tuple[str, str, str], columns: Sequence[str], rows: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any], seed_lines: str | None,
+) -> dict[str, Path]:
+    """The (tsv, jsonl, summary) files `names` atomically, then seed-tts-eval's score file when given."""
+    out = Path(out_dir)
+    tsv = "\t".join(columns) + "\n" + "".join("\t".join(tsv_cell(row.get(c)) for c in columns) + "\n" for row in rows)
+    jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
+    tsv_name, jsonl_name, summary_name = names
+    paths = {
+        "tsv": write_text_atomic(out / tsv_name, tsv),
+        "jsonl": write_text_atomic(out / jsonl_name, jsonl),
+        "summary": write_json_atomic(out / summary_name, dict(summary)),
+    }
+    if seed_lines is not None:
+        paths["seed_wer"] = write_text_atomic(out / SEED_WER_FILE, seed_lines)
+    return paths
+
+
 def write_results(
-    out_dir: str | os.PathLike, results: Iterable[WerResult], summary: dict, gen_dir: str | os.PathLike | None = None
+    out_dir: str | os.PathLike, results: Iterable[WerResult], summary: Mapping[str, Any],
+    gen_dir: str | os.PathLike | None = None,
 ) -> dict[str, Path]:
     """Writes wer_results.tsv, wer_results.jsonl, wer_summary.json and
     seed-tts-eval's wav_res_ref_text.wer atomically (wav paths under `gen_dir`,
     default the summary's `gen_dir`)."""
-    out = Path(out_dir)
     results = list(results)
-    rows = [r.to_dict() for r in results]
-    tsv = "\t".join(TSV_COLUMNS) + "\n" + "".join(
-        "\t".join(tsv_cell(row[col]) for col in TSV_COLUMNS) + "\n" for row in rows
-    )
-    jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    EvalSummary.model_validate(summary)  # one definition of the file: a drift fails here, not downstream
-    return {
-        "tsv": write_text_atomic(out / RESULTS_TSV, tsv),
-        "jsonl": write_text_atomic(out / RESULTS_JSONL, jsonl),
-        "summary": write_json_atomic(out / SUMMARY_JSON, summary),
-        "seed_wer": write_text_atomic(out / SEED_WER_FILE, seed_wer_lines(results, gen_dir or summary.get("gen_dir") or ".")),
-    }
+    seed = seed_wer_lines(results, gen_dir or summary.get("gen_dir") or ".")
+    names = (RESULTS_TSV, RESULTS_JSONL, SUMMARY_JSON)
+    return write_result_files(out_dir, names, TSV_COLUMNS, [r.to_dict() for r in results], summary, seed)

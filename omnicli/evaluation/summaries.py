@@ -12,6 +12,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Metric = Literal["wer", "sim", "mos"]
+SCHEMA_VERSION: Literal[1] = 1  # of wer_summary.json and eval_summary.json; raised when a key changes meaning
+
+
+class _Versioned(BaseModel):
+    """The base whose field comes first (pydantic orders inherited fields from the last base)."""
+
+    schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Version of this file's layout.")
 
 
 class EvalFailure(BaseModel):
@@ -33,7 +40,8 @@ class WerFigures(BaseModel):
     ins: float | None = None
     wer_mean_failed_as_100: float | None = None
     num_scored: int | None = Field(None, description="Utterances with a WER.")
-    num_empty_transcripts: int | None = Field(None, description="Empty transcripts, scored as WER 1.0 (seed-tts-eval's rule).")
+    num_empty_transcripts: int | None = Field(
+        None, description="Empty transcripts, scored as WER 1.0 (seed-tts-eval's rule).")
     num_above_threshold: int | None = None
     num_over_30s: int | None = None
     num_truncated: int | None = None
@@ -53,7 +61,8 @@ class SimFigures(BaseModel):
 
     sim_mean: float | None = None
     sim_median: float | None = None
-    sim_share_below_threshold: float | None = Field(None, description="Percent of scored utterances below sim_threshold.")
+    sim_share_below_threshold: float | None = Field(
+        None, description="Percent of scored utterances below sim_threshold.")
     sim_threshold: float | None = None
     sim_backend: str | None = Field(None, description="dvector or wavlm: the scale of every SIM figure depends on it.")
     sim_model: str | None = None
@@ -94,14 +103,15 @@ class MosFigures(BaseModel):
 
 # The keys a metric's figures must carry when that metric ran (the others may be absent or null).
 _REQUIRED = {
-    "wer": ("seed_wer_mean", "corpus_wer", "num_scored", "num_empty_transcripts", "language", "asr", "wer_threshold", "asr_s_per_utt"),
+    "wer": ("seed_wer_mean", "corpus_wer", "num_scored", "num_empty_transcripts", "language", "asr", "wer_threshold",
+            "asr_s_per_utt"),
     "sim": ("sim_mean", "sim_median", "sim_threshold", "sim_backend", "sim_note", "num_sim_scored", "num_sim_failed",
             "sim_cpu_s_per_utt", "num_low_sim"),
     "mos": ("mos_threshold", "mos_backends", "num_mos_scored", "num_mos_failed", "mos_cpu_s_per_utt", "num_low_mos"),
 }
 
 
-class EvalSummary(WerFigures, SimFigures, MosFigures):
+class EvalSummary(WerFigures, SimFigures, MosFigures, _Versioned):
     """The summary of `omni eval-wer` (wer_summary.json) or `omni eval` (eval_summary.json)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)  # further metrics may be added beside these

@@ -105,7 +105,8 @@ def _parse_tsv_with_header(path: Path, lines: list[str], header: list[str]) -> d
             continue
         fields = line.split("\t")
         if len(fields) <= max(utt_col, hyp_col):
-            raise TranscriptsError(f"{path}:{line_no}: expected {len(header)} tab-separated fields as in the header, found {len(fields)}")
+            raise TranscriptsError(
+                f"{path}:{line_no}: expected {len(header)} tab-separated fields as in the header, found {len(fields)}")
         if len(fields) > len(header):
             if not hyp_is_last:  # a tab inside a cell: which one cannot be told, so never guess
                 raise TranscriptsError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import jiwer
 import numpy as np
@@ -76,7 +77,7 @@ def score_utterance(reference: str, hypothesis: str, lang: str) -> UttScore:
     )
 
 
-def _pct(value: float) -> float:
+def _pct(value: float | np.floating[Any]) -> float:
     # numpy's rounding, as seed-tts-eval's average_wer.py rounds (Python's round() differs in ties)
     return float(round(np.float64(value) * 100.0, 3))
 

@@ -83,7 +83,8 @@ class AsrSpec:
         backend, sep, model = text.strip().partition(":")
         backend = backend.strip().lower()
         if backend not in _BACKENDS:
-            raise AsrSetupError(f"unknown ASR backend {backend!r} in --asr {text!r} (expected one of {', '.join(_BACKENDS)})")
+            raise AsrSetupError(
+                f"unknown ASR backend {backend!r} in --asr {text!r} (expected one of {', '.join(_BACKENDS)})")
         model = model.strip()
         if sep and not model:
             raise AsrSetupError(f"--asr {text!r} names no model after ':'")

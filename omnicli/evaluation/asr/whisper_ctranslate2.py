@@ -32,7 +32,8 @@ class FasterWhisperBackend(AsrBackend):
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         elif device == "cuda" and ctranslate2.get_cuda_device_count() == 0:
-            raise AsrSetupError("--device cuda was asked for but CTranslate2 sees no CUDA GPU (use --device cpu or auto)")
+            raise AsrSetupError(
+                "--device cuda was asked for but CTranslate2 sees no CUDA GPU (use --device cpu or auto)")
         super().__init__(model=model, language=language, device=device, max_new_tokens=max_new_tokens)
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
@@ -87,4 +88,5 @@ def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> F
     """The ASR registry's loader (omnicli.evaluation.asr): locates the weights, then loads them."""
     from omnicli.evaluation.asr.locate import locate_ctranslate2
 
-    return FasterWhisperBackend(model=str(locate_ctranslate2(model)), language=lang, device=device, max_new_tokens=max_new_tokens)
+    return FasterWhisperBackend(model=str(locate_ctranslate2(model)), language=lang, device=device,
+                                max_new_tokens=max_new_tokens)

@@ -70,4 +70,5 @@ def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> O
     from omnicli.evaluation.asr.locate import locate_openai_whisper
 
     path = locate_openai_whisper(model)
-    return OpenAIWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens)
+    return OpenAIWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device),
+                                max_new_tokens=max_new_tokens)

@@ -40,7 +40,7 @@ class TransformersWhisperBackend(AsrBackend):
             self._processor = WhisperProcessor.from_pretrained(model, local_files_only=True, trust_remote_code=False)
             self._model = WhisperForConditionalGeneration.from_pretrained(
                 model, local_files_only=True, trust_remote_code=False, dtype=torch.float32
-            ).to(device)
+            ).to(device)  # type: ignore[arg-type]
         except Exception as exc:
             raise AsrError(f"transformers could not load Whisper from {model}: {exc}") from exc
         self._model.eval()
@@ -74,4 +74,5 @@ def load(model: str, *, lang: str, device: str, max_new_tokens: int | None) -> T
     from omnicli.evaluation.asr.locate import locate_transformers
 
     path = locate_transformers(model)
-    return TransformersWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device), max_new_tokens=max_new_tokens)
+    return TransformersWhisperBackend(model=str(path), language=lang, device=resolve_torch_device(device),
+                                      max_new_tokens=max_new_tokens)

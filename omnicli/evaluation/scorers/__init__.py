@@ -21,15 +21,17 @@ __all__ = [
 ]
 
 
-def check_specs(metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = DEFAULT_MOS, trust_torchscript: bool = False) -> None:
+def check_specs(
+    metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = DEFAULT_MOS, trust_torchscript: bool = False,
+) -> None:
     """Parses the specs and locates any weights without loading them (cheap; ScorerSetupError)."""
     from omnicli.evaluation.scorers.mos import locate_utmos, parse_mos_specs
-    from omnicli.evaluation.scorers.sim import locate_wavlm, parse_sim_spec
+    from omnicli.evaluation.scorers.sim import DEFAULT_WAVLM, locate_wavlm, parse_sim_spec
 
     if "sim" in metrics:
         backend, model = parse_sim_spec(sim)
         if backend == "wavlm":
-            locate_wavlm(model)
+            locate_wavlm(model or DEFAULT_WAVLM)
     if "mos" in metrics:
         for backend, model in parse_mos_specs(mos):
             if backend == "utmos":
@@ -37,7 +39,8 @@ def check_specs(metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = DE
 
 
 def load_scorers(
-    metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = DEFAULT_MOS, device: str = "cpu", trust_torchscript: bool = False,
+    metrics: Sequence[str], *, sim: str = DEFAULT_SIM, mos: str = DEFAULT_MOS, device: str = "cpu",
+    trust_torchscript: bool = False,
 ) -> list[Scorer]:
     """The scorers for the chosen metrics, each loaded once (ScorerSetupError when weights are absent or untrusted)."""
     from omnicli.evaluation.scorers.mos import load_mos

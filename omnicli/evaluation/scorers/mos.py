@@ -94,16 +94,17 @@ class DnsmosScorer(Scorer):
             features = np.stack([self._p808_features(w) for w in part])
             p808_parts.append(self._p808.run(None, {"input_1": features})[0][:, 0])
         raw, p808 = np.concatenate(raw_parts), np.concatenate(p808_parts)
-        out, start = [], 0
+        out: list[dict[str, float]] = []
+        start = 0
         for ws in per_item:
-            part = slice(start, start + len(ws))
+            rows = slice(start, start + len(ws))
             start += len(ws)
-            sig, bak, ovr = raw[part, 0], raw[part, 1], raw[part, 2]
+            sig, bak, ovr = raw[rows, 0], raw[rows, 1], raw[rows, 2]
             out.append({
                 "dnsmos_ovrl": round(float(np.mean(_POLY_OVR(ovr))), 4),
                 "dnsmos_sig": round(float(np.mean(_POLY_SIG(sig))), 4),
                 "dnsmos_bak": round(float(np.mean(_POLY_BAK(bak))), 4),
-                "dnsmos_p808": round(float(np.mean(p808[part])), 4),
+                "dnsmos_p808": round(float(np.mean(p808[rows])), 4),
             })
         return out
 
@@ -190,14 +191,15 @@ class UtmosScorer(Scorer):
 
 def parse_mos_specs(text: str) -> list[tuple[str, str | None]]:
     """`dnsmos`, `utmos[:PATH]`, or several joined by ','."""
-    specs = []
+    specs: list[tuple[str, str | None]] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         backend, sep, model = part.partition(":")
         backend = backend.strip().lower()
         if backend not in MOS_BACKENDS:
-            raise ScorerSetupError(f"unknown MOS backend {backend!r} in --mos {text!r} (expected one of {', '.join(MOS_BACKENDS)})")
+            raise ScorerSetupError(
+                f"unknown MOS backend {backend!r} in --mos {text!r} (expected one of {', '.join(MOS_BACKENDS)})")
         if sep and not model.strip():
             raise ScorerSetupError(f"--mos {text!r} names no model after ':'")
         if backend == "dnsmos" and model.strip():

@@ -1,10 +1,10 @@
 """Run SIM / MOS scorers over a folder of generated speech (`omni eval`).
 
-`score_audio` loads GEN/<utt>.wav once per manifest row at 16 kHz, feeds the
-loaded scorers in batches, judges the `low_sim` / `low_mos` retention
-reasons and returns one `AudioResult` per row in manifest order;
-`audio_summary` turns them into summary keys. Every row ends with a status
-and every scorer failure with an error text: nothing is silently skipped.
+`AudioStage` feeds each row's 16 kHz clip to the loaded scorers in batches,
+judges the `low_sim` / `low_mos` retention reasons and keeps one
+`AudioResult` per row in manifest order; `score_audio` runs it alone over a
+folder and `audio_summary` turns the results into summary keys. Every row ends with a
+status and every scorer failure with an error text: nothing is silently skipped.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import soundfile as sf
 
-from omnicli.audio import AudioError
-from omnicli.evaluation.clips import load_clip
+from omnicli.evaluation.clips import MAX_CLIP_SECONDS
+from omnicli.evaluation.loop import DecodeOnce, score_rows, utc_now
 from omnicli.evaluation.results import EvalStatus
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
+from omnicli.manifest import ManifestRow
 from omnicli.retention import Reason, Retainer
 
 log = logging.getLogger(__name__)
@@ -49,22 +50,15 @@ class AudioResult:
 @dataclass
 class AudioRun:
     results: list[AudioResult]
-    scorers: list[dict]  # each scorer's describe(), with its metric
+    scorers: list[dict[str, Any]]  # each scorer's describe(), with its metric
     cpu_seconds: dict[str, float]  # metric -> CPU seconds inside the scorers
     wall_seconds: dict[str, float]  # metric -> wall seconds inside the scorers
     started_at: str
     wall_total: float
 
 
-def _empty_file(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0 or sf.info(str(path)).frames == 0
-    except Exception:
-        return False
-
-
 def _judge(result: AudioResult, sim_threshold: float, mos_threshold: float) -> list[str]:
-    reasons = []
+    reasons: list[str] = []
     sim = result.values.get("sim")
     if sim is not None and sim < sim_threshold:
         reasons.append(Reason.LOW_SIM)
@@ -73,8 +67,89 @@ def _judge(result: AudioResult, sim_threshold: float, mos_threshold: float) -> l
     return reasons
 
 
+@dataclass
+class _Pending:
+    index: int
+    result: AudioResult
+    item: ScoreItem
+    wav: Path
+
+
+class AudioStage:
+    """SIM / MOS of each row (a `loop.Stage`): its clip batched through every scorer, judged for
+    `low_sim` / `low_mos` and retained when suspect. Results in manifest order."""
+
+    read_seconds = MAX_CLIP_SECONDS
+
+    def __init__(
+        self, count: int, scorers: Sequence[Scorer], *, sim_threshold: float, mos_threshold: float,
+        batch_size: int, retainer: Retainer | None, retention_meta: Mapping[str, Any],
+        on_result: Callable[[AudioResult], None] | None,
+    ):
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.scorers = list(scorers)
+        self.sim_threshold, self.mos_threshold, self.batch_size = sim_threshold, mos_threshold, batch_size
+        self.retainer, self.retention_meta, self.on_result = retainer, dict(retention_meta), on_result
+        self.slots: list[AudioResult | None] = [None] * count
+        self.cpu = {s.metric: 0.0 for s in self.scorers}
+        self.wall = {s.metric: 0.0 for s in self.scorers}
+        self._pending: list[_Pending] = []
+
+    def add(self, index: int, row: ManifestRow, audio: DecodeOnce) -> None:
+        reference = row.prompt_wav
+        result = AudioResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING,
+                             reference=str(reference) if reference else None)
+        read = audio()
+        if read.clip is None:
+            result.status, result.error = read.status, read.error
+            self._done(index, result, None, audio.wav)
+            return
+        clip = read.clip.cut(MAX_CLIP_SECONDS)
+        result.status, result.audio_s, result.notes = EvalStatus.OK, clip.duration_s, list(clip.notes)
+        item = ScoreItem(row.utt, clip.pcm, Path(reference) if reference else None)
+        self._pending.append(_Pending(index, result, item, audio.wav))
+        if len(self._pending) >= self.batch_size:
+            self.finish()
+
+    def finish(self) -> None:
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        for scorer in self.scorers:
+            _run_scorer(scorer, [(p.result, p.item) for p in batch], self.cpu, self.wall)
+        for p in batch:
+            self._done(p.index, p.result, p.item.clip, p.wav)
+
+    def run(self, started_at: str, wall_seconds: float) -> AudioRun:
+        return AudioRun(
+            results=[r for r in self.slots if r is not None],
+            scorers=[{"metric": s.metric, "keys": list(s.keys), **s.describe()} for s in self.scorers],
+            cpu_seconds=self.cpu,
+            wall_seconds=self.wall,
+            started_at=started_at,
+            wall_total=wall_seconds,
+        )
+
+    def _done(self, index: int, result: AudioResult, clip: np.ndarray | None, wav: Path) -> None:
+        if result.status == EvalStatus.OK:
+            result.reasons = _judge(result, self.sim_threshold, self.mos_threshold)
+            if result.reasons and self.retainer is not None and clip is not None:
+                meta = {
+                    "utt": result.utt, "text": result.ref, "expected_text": result.ref,
+                    "gen_wav": str(wav), "reference_wav": result.reference,
+                    **result.values, "sim_threshold": self.sim_threshold, "mos_threshold": self.mos_threshold,
+                    **self.retention_meta,
+                }
+                path = self.retainer.keep(clip, SAMPLE_RATE, result.reasons, meta)
+                result.retained = str(path) if path else None
+        self.slots[index] = result
+        if self.on_result is not None:
+            self.on_result(result)
+
+
 def score_audio(
-    rows: Sequence,
+    rows: Sequence[ManifestRow],
     gen_dir: str | Path,
     scorers: Sequence[Scorer],
     *,
@@ -82,82 +157,23 @@ def score_audio(
     mos_threshold: float = 3.0,
     batch_size: int = 8,
     retainer: Retainer | None = None,
-    retention_meta: Mapping | None = None,
+    retention_meta: Mapping[str, Any] | None = None,
     on_result: Callable[[AudioResult], None] | None = None,
 ) -> AudioRun:
-    """Scores every manifest row (objects with `.utt`, `.text` and `.prompt_wav`) with every scorer."""
-    from datetime import datetime, timezone
-
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """SIM / MOS of every manifest row alone (`omnicli.evaluation.pipeline.Evaluator` runs them beside WER)."""
+    started_at = utc_now()
     t0 = time.perf_counter()
-    gen = Path(gen_dir)
-    results: list[AudioResult | None] = [None] * len(rows)
-    cpu = {s.metric: 0.0 for s in scorers}
-    wall = {s.metric: 0.0 for s in scorers}
-    pending: list[tuple[int, AudioResult, ScoreItem]] = []
-
-    def finish(index: int, result: AudioResult, clip: np.ndarray | None) -> None:
-        if result.status == EvalStatus.OK:
-            result.reasons = _judge(result, sim_threshold, mos_threshold)
-            if result.reasons and retainer is not None and clip is not None:
-                meta = {
-                    "utt": result.utt, "text": result.ref, "expected_text": result.ref,
-                    "gen_wav": str(gen / f"{result.utt}.wav"), "reference_wav": result.reference,
-                    **result.values, "sim_threshold": sim_threshold, "mos_threshold": mos_threshold,
-                    **dict(retention_meta or {}),
-                }
-                path = retainer.keep(clip, SAMPLE_RATE, result.reasons, meta)
-                result.retained = str(path) if path else None
-        results[index] = result
-        if on_result is not None:
-            on_result(result)
-
-    def flush() -> None:
-        for scorer in scorers:
-            _run_scorer(scorer, pending, cpu, wall)
-        for index, result, item in pending:
-            finish(index, result, item.clip)
-        pending.clear()
-
-    for index, row in enumerate(rows):
-        reference = getattr(row, "prompt_wav", None)
-        result = AudioResult(utt=row.utt, ref=row.text, status=EvalStatus.MISSING, reference=str(reference) if reference else None)
-        wav = gen / f"{row.utt}.wav"
-        if not wav.is_file():
-            result.error = f"{wav} not found"
-            finish(index, result, None)
-            continue
-        try:
-            loaded = load_clip(wav, gen)
-        except AudioError as exc:
-            result.status = EvalStatus.EMPTY_AUDIO if _empty_file(wav) else EvalStatus.UNREADABLE
-            result.error = str(exc)
-            finish(index, result, None)
-            continue
-        clip, result.audio_s, result.notes = loaded.pcm, loaded.duration_s, loaded.notes
-        if clip.shape[0] == 0:
-            result.status, result.error = EvalStatus.EMPTY_AUDIO, f"{wav}: no samples at {SAMPLE_RATE} Hz"
-            finish(index, result, None)
-            continue
-        result.status = EvalStatus.OK
-        pending.append((index, result, ScoreItem(row.utt, clip, Path(reference) if reference else None)))
-        if len(pending) >= batch_size:
-            flush()
-    if pending:
-        flush()
-    return AudioRun(
-        results=list(results),
-        scorers=[{"metric": s.metric, "keys": list(s.keys), **s.describe()} for s in scorers],
-        cpu_seconds=cpu,
-        wall_seconds=wall,
-        started_at=started_at,
-        wall_total=time.perf_counter() - t0,
+    stage = AudioStage(
+        len(rows), scorers, sim_threshold=sim_threshold, mos_threshold=mos_threshold, batch_size=batch_size,
+        retainer=retainer, retention_meta=retention_meta or {}, on_result=on_result,
     )
+    score_rows(rows, Path(gen_dir), [stage])
+    return stage.run(started_at, time.perf_counter() - t0)
 
 
-def _timed(scorer: Scorer, items: list[ScoreItem], cpu: dict, wall: dict) -> tuple[list[dict], float]:
+def _timed(
+    scorer: Scorer, items: list[ScoreItem], cpu: dict[str, float], wall: dict[str, float]
+) -> tuple[list[dict[str, float]], float]:
     c0, w0 = time.process_time(), time.perf_counter()
     try:
         values = scorer.score(items)
@@ -170,24 +186,27 @@ def _timed(scorer: Scorer, items: list[ScoreItem], cpu: dict, wall: dict) -> tup
     return values, spent
 
 
-def _run_scorer(scorer: Scorer, batch: list, cpu: dict, wall: dict) -> None:
+def _run_scorer(
+    scorer: Scorer, batch: list[tuple[AudioResult, ScoreItem]], cpu: dict[str, float], wall: dict[str, float]
+) -> None:
     """Scores one batch; if it fails, retries clip by clip so one bad clip (or reference) fails alone.
     A clip shorter than the scorer's `min_seconds` gets that reason instead of a score."""
     shortest = int(scorer.min_seconds * SAMPLE_RATE)
-    too_short = [entry for entry in batch if entry[2].clip.shape[0] < shortest]
-    batch = [entry for entry in batch if entry[2].clip.shape[0] >= shortest]
-    for _, result, item in too_short:
+    too_short = [entry for entry in batch if entry[1].clip.shape[0] < shortest]
+    batch = [entry for entry in batch if entry[1].clip.shape[0] >= shortest]
+    for result, item in too_short:
         _record_error(result, scorer, f"clip is {item.clip.shape[0] / SAMPLE_RATE:.3f} s long; {scorer.backend} "
                       f"scores clips of at least {scorer.min_seconds:g} s")
     if not batch:
         return
-    items = [item for _, _, item in batch]
+    items = [item for _, item in batch]
+    outcomes: list[tuple[dict[str, float] | None, Exception | None, float]]
     try:
         values, spent = _timed(scorer, items, cpu, wall)
         outcomes = [(v, None, spent / len(items)) for v in values]
     except Exception as batch_exc:
         if len(items) == 1:
-            outcomes = [(None, batch_exc, None)]
+            outcomes = [(None, batch_exc, 0.0)]
         else:
             log.debug("%s batch of %d failed (%s); retrying one by one", scorer.backend, len(items), batch_exc)
             outcomes = []
@@ -196,12 +215,12 @@ def _run_scorer(scorer: Scorer, batch: list, cpu: dict, wall: dict) -> None:
                     (value,), spent = _timed(scorer, [item], cpu, wall)
                     outcomes.append((value, None, spent))
                 except Exception as exc:
-                    outcomes.append((None, exc, None))
-    for (_, result, _), (value, exc, spent) in zip(batch, outcomes, strict=True):
-        if exc is not None:
-            _record_error(result, scorer, f"{type(exc).__name__}: {exc}")
+                    outcomes.append((None, exc, 0.0))
+    for (result, _), (figures, error, spent) in zip(batch, outcomes, strict=True):
+        if figures is None:
+            _record_error(result, scorer, f"{type(error).__name__}: {error}")
             continue
-        result.values.update(value)
+        result.values.update(figures)
         result.cpu_s[scorer.metric] = round(result.cpu_s.get(scorer.metric, 0.0) + spent, 4)
 
 
@@ -223,11 +242,11 @@ def _share_below(values: list[float], threshold: float) -> float | None:
     return round(100.0 * sum(1 for v in values if v < threshold) / len(values), 3) if values else None
 
 
-def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict:
+def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) -> dict[str, Any]:
     """SIM and MOS summary keys, with which backend produced them and what they cost."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     ok = [r for r in run.results if r.status == EvalStatus.OK]
-    by_metric = {d["metric"]: [] for d in run.scorers}
+    by_metric: dict[str, list[dict[str, Any]]] = {d["metric"]: [] for d in run.scorers}
     for d in run.scorers:
         by_metric[d["metric"]].append(d)
     for metric, descriptions in by_metric.items():
@@ -251,8 +270,7 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
             for key in keys:
                 values = [r.values[key] for r in scored if key in r.values]
                 out[f"{key}_mean"] = _mean(values)
-            overall = [r.values.get("dnsmos_ovrl", r.values.get("utmos")) for r in scored]
-            overall = [v for v in overall if v is not None]
+            overall = [v for r in scored if (v := r.values.get("dnsmos_ovrl", r.values.get("utmos"))) is not None]
             out.update({
                 "dnsmos_ovrl_median": _median([r.values["dnsmos_ovrl"] for r in scored if "dnsmos_ovrl" in r.values])
                 if "dnsmos_ovrl" in keys else None,

@@ -93,9 +93,10 @@ class WavLMEncoder(SpeakerEncoder):
         _refuse_remote_code(path)
         try:
             # trust_remote_code=False: transformers never runs the folder's code nor asks on stdin.
-            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+            self._extractor = AutoFeatureExtractor.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False)
             self._model = WavLMForXVector.from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=False).to(device).eval()
+                str(path), local_files_only=True, trust_remote_code=False).to(device).eval()  # type: ignore[arg-type]
         except Exception as exc:
             raise ScorerError(f"cannot load a WavLMForXVector checkpoint from {path}: {exc}") from None
         self._torch = torch
@@ -211,7 +212,8 @@ def parse_sim_spec(text: str) -> tuple[str, str | None]:
     backend, sep, model = text.strip().partition(":")
     name = _ALIASES.get(backend.strip().lower())
     if name is None:
-        raise ScorerSetupError(f"unknown SIM backend {backend!r} in --sim {text!r} (expected one of {', '.join(SIM_BACKENDS)})")
+        raise ScorerSetupError(
+            f"unknown SIM backend {backend!r} in --sim {text!r} (expected one of {', '.join(SIM_BACKENDS)})")
     model = model.strip()
     if sep and not model:
         raise ScorerSetupError(f"--sim {text!r} names no model after ':'")
@@ -225,4 +227,4 @@ def load_sim(spec: str, device: str = "cpu") -> SimScorer:
     backend, model = parse_sim_spec(spec)
     if backend == "dvector":
         return SimScorer(DVectorEncoder(device))
-    return SimScorer(WavLMEncoder(locate_wavlm(model), device))
+    return SimScorer(WavLMEncoder(locate_wavlm(model or DEFAULT_WAVLM), device))
