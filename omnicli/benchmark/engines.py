@@ -19,13 +19,14 @@ The formulas themselves are `omnicli.benchmark.metrics.summarize`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, detailed_lists, summarize
 from omnicli.benchmark.report import build_run
-from omnicli.benchmark.session import PassResult, ProfileRun
-from omnicli.driver import LoadShape, RequestRecord
+from omnicli.benchmark.session import EnginePass, EnginesPass
+from omnicli.driver import RequestRecord
 from omnicli.engine.request import EngineStats
+
+__all__ = ["EnginePass", "EnginesPass", "build_engines_run", "engine_entry", "merge_stats", "merge_summaries"]
 
 # Rates: each engine's own work / own duration, summed over engines.
 SUMMED_RATES = ("request_throughput", "audio_throughput")
@@ -72,39 +73,6 @@ def merge_stats(stats: Sequence[EngineStats]) -> dict:
     out = total.to_dict()
     out["talker_tokens_per_s"] = float(sum(s.to_dict()["talker_tokens_per_s"] for s in stats))
     return out
-
-
-@dataclass
-class EnginePass:
-    """One engine's share of a pass: its result, or the error that ended it."""
-
-    engine: int
-    node: str | None
-    result: PassResult | None
-    error: str | None = None
-    machine: dict | None = None  # `machine_facts` of the engine's own node
-
-
-@dataclass
-class EnginesPass:
-    """One load shape of one profile, run by every engine at once."""
-
-    profile: ProfileRun
-    shape: LoadShape
-    engines: list[EnginePass]
-
-    @property
-    def label(self) -> str:
-        return f"{self.profile.label}/{self.shape.label}"
-
-    @property
-    def healthy(self) -> list[EnginePass]:
-        return [e for e in self.engines if e.error is None and e.result is not None]
-
-    @property
-    def engine_error(self) -> str | None:
-        errors = [f"engine {e.engine}: {e.error}" for e in self.engines if e.error is not None]
-        return "; ".join(errors) or None
 
 
 def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None, detailed: bool = False) -> dict:

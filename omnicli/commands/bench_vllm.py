@@ -126,21 +126,6 @@ def vllm_compat(
     return Compat(manifest, cap, sets, fields)
 
 
-class RequestDefaults:
-    """An engine whose requests get default field values (a row's own value wins)."""
-
-    def __init__(self, engine: Any, fields: dict[str, Any]):
-        self._engine = engine
-        self._fields = fields
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-    def generate(self, request):
-        unset = {k: v for k, v in self._fields.items() if getattr(request, k, None) in (None, "")}
-        return self._engine.generate(dataclasses.replace(request, **unset))
-
-
 def write_vllm_files(results, runs: list[dict], report: Any) -> list[Path]:
     """One `vllm bench serve`-shaped file per run (several with --append-result, or each run's own
     name from a --result-filename template / beside it), and with --plot-timeline its timeline."""
