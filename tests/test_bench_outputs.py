@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 import omnicli.benchmark.entrypoint as bench_entry
-from omnicli.benchmark.entrypoint import BenchRunObserver, score_passes
 from omnicli.benchmark.audio_out import RoundOutputs
+from omnicli.benchmark.entrypoint import BenchRunObserver, score_passes
 from omnicli.cli import app
 from tests.conftest import fill_up
 from tests.test_bench_session import FakeEngine

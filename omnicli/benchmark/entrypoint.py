@@ -130,6 +130,7 @@ class BenchOutcome:
     error: BaseException | None = None  # the engine failure (start or run) that ended it
     engine_error: str | None = None  # a fleet's engine that stopped serving
     interrupted: bool = False
+    fleet: bool = False  # --ray: the engines of a Ray cluster
 
 
 async def start_engine(resolved: ResolvedProfile) -> EngineLike:
@@ -329,7 +330,7 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
         code = run.write()
     stop._partial = None
     return BenchOutcome(results=list(session.results), code=code, outputs=outputs, error=run.error,
-                        engine_error=session.engine_error, interrupted=stop.requested)
+                        engine_error=session.engine_error, interrupted=stop.requested, fleet=args.ray is not None)
 
 
 __all__ = [

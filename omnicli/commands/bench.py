@@ -63,6 +63,7 @@ class BenchInterrupts(EngineRunInterrupts):
     def __init__(self, stop: BenchStop, *, graceful_start: bool = False):
         super().__init__()
         self.stop = stop
+        self.engines = "engines are" if graceful_start else "engine is"  # --ray: N engines
         self.save_lock = stop.save_lock
         self.graceful_phases = ((Phase.STARTING,) if graceful_start else ()) + (Phase.RUNNING, Phase.CLOSING)
         self.progress: RequestProgress | None = None
@@ -70,7 +71,7 @@ class BenchInterrupts(EngineRunInterrupts):
     def request_stop(self, sig: signal.Signals) -> bool:
         err_console.print(
             f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.stop.grace_s:g}s to finish, "
-            "then the engines are closed and completed passes are reported (again to force)"
+            f"then the {self.engines} closed and completed passes are reported (again to force)"
         )
         return self.stop.request()
 
@@ -250,8 +251,8 @@ def _exit(outcome: BenchOutcome) -> None:
                           highlight=False)
         raise typer.Exit(EXIT_OUTPUT_IO)
     if outcome.interrupted:
-        err_console.print(f"[yellow]interrupted[/yellow]: the engines were closed; {done} completed pass(es) "
-                          "reported")
+        closed = "engines were" if outcome.fleet else "engine was"
+        err_console.print(f"[yellow]interrupted[/yellow]: the {closed} closed; {done} completed pass(es) reported")
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.error is not None:
         prefix = "error" if isinstance(outcome.error, EngineStartError) else "engine failed"

@@ -85,6 +85,9 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
     if strategy is None and (start is not None or end is not None):
         raise typer.BadParameter("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy",
                                  param_hint="--ramp-up-strategy")
+    if strategy is not None and request_rate is not None and math.isfinite(request_rate):  # said in option names
+        raise typer.BadParameter("a ramp-up sets the rate: leave --request-rate out (as vLLM)",
+                                 param_hint="--ramp-up-strategy")
     rate = math.inf if request_rate is None else request_rate
     open_loop = request_rate is not None or strategy is not None
     levels = parse_concurrency(concurrency if concurrency is not None or open_loop else "1")
