@@ -303,7 +303,10 @@ class BenchSession:
             self.observer.warning(f"closing the engine of profile {started.run.label!r} failed: {exc}")
 
     async def _run_profile(self, index: int, run: ProfileRun) -> None:
-        started = await self._start(run)
+        try:
+            started = await self._start(run)
+        except _Stopped:
+            return  # stopped while the engines started: they are closed, run() starts no further profile
         try:
             await self._measure(index, started)
         except _Stopped:
