@@ -320,7 +320,8 @@ def test_engine_start_failure_is_reported_per_profile():
     async def start(profile):
         raise RuntimeError("no such model")
 
-    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), BenchPlan(shapes=[LoadShape()]), LocalPool.factory(start))
+    plan = BenchPlan(shapes=[LoadShape()])
+    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), plan, LocalPool.factory(start))
     with pytest.raises(EngineStartError, match="'x'.*no such model"):
         asyncio.run(session.run())
 

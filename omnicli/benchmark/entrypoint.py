@@ -220,6 +220,8 @@ def score_passes(bench_eval: BenchEval, results: Sequence[PassResult | EnginesPa
             observer.warning(f"--eval of {result.label}: {error}")
             report.extras[result.label] = {"eval": {"metrics": list(bench_eval.metrics), "error": error}}
             continue
+        if folder is None:
+            raise ValueError("--eval scores the kept audio: the run has no --audio-out folder")
         observer.scoring(result.label, bench_eval.metrics)
         try:
             figures = bench_eval.score_pass(folder, prompts, result.profile.profile)
@@ -308,7 +310,11 @@ class _Run:
 def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> BenchOutcome:
     """Runs `args` (see the module doc); UsageError before any engine starts on bad input."""
     run = _Run(args, observer, stop)
-    stop._partial = lambda: run.write(forced=True)
+
+    def write_partial() -> None:
+        run.write(forced=True)
+
+    stop._partial = write_partial
     if args.ray is None:
         session = run.new_session(args.runs, _local_pools(args.request_fields))
         run.drive(session)
@@ -318,6 +324,8 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
 
         with RayCluster(args.ray.address, args.ray.resources, quiet=args.ray.quiet) as cluster:
             cluster.check_fits()
+            if cluster.ray is None:
+                raise RuntimeError("the Ray cluster is not connected")
             session = run.new_session(args.runs[:1], RayPool.factory(cluster.ray, args.ray.resources))
             run.drive(session)
             observer.engine_closing(args.runs[0])  # leaving the cluster (shut down when we started it)

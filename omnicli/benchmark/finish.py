@@ -86,16 +86,19 @@ def _report(
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
-        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
+        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported "
+                          "(an incomplete pass would mislead)")
     if not results:
         if interrupted and report.path is not None:  # the result file says how it ended, with no pass to report
-            write_json_atomic(report.path, build_document([], report.started_at, report.percentiles, interrupted=True, unfinished=unfinished, ray=ray))
+            write_json_atomic(report.path, build_document([], report.started_at, report.percentiles, interrupted=True,
+                                                          unfinished=unfinished, ray=ray))
             err_console.print(f"results: {report.path}", highlight=False)
         return EXIT_OK
     if runs is None:
         machine = machine_facts(results[0].device)
         runs = [
-            build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
+            build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine,
+                      extra=report.extras.get(r.label))
             for r in results
         ]
     if report.text:
@@ -121,7 +124,8 @@ def _report(
             console.print(f"  ... and {len(failed) - 20} more (see the result file)")
     empty = sum(r["num_empty_audio"] for r in runs)
     if empty:
-        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] (excluded from latency statistics)")
+        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] "
+                      "(excluded from latency statistics)")
     if report.path is not None:
         document = build_document(
             runs, report.started_at, report.percentiles,

@@ -351,7 +351,8 @@ class BenchSession:
         run = started.run
         desc = f"{run.label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
         before = _load_average()
-        results = await self._phase(started, desc, self.prompts, shape, f"p{index}-{shape.label}-r{r}", self.plan.keep_pcm)
+        id_prefix = f"p{index}-{shape.label}-r{r}"
+        results = await self._phase(started, desc, self.prompts, shape, id_prefix, self.plan.keep_pcm)
         after = _load_average()
         for facts, result in zip(started.facts, results):
             result.load = None if before is None or after is None else (before + after) / 2
@@ -393,7 +394,8 @@ class BenchSession:
             for engines in started:
                 await self._close(engines)
 
-    async def _interleaved_pass(self, shape: LoadShape, kept_warm: list[_Engines] | None, warm: dict[int, Warm]) -> None:
+    async def _interleaved_pass(self, shape: LoadShape, kept_warm: list[_Engines] | None,
+                                warm: dict[int, Warm]) -> None:
         started_at = utc_now()
         rounds: dict[int, list[list[RoundResult]]] = {index: [] for index in range(len(self.runs))}
         used: dict[int, _Engines] = {}  # the engines each profile's figures came from (for their facts)

@@ -54,7 +54,8 @@ def parse_concurrency(text: str | None) -> list[int | None]:
 
 def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[ProfileRun]:
     """Resolves each profile (a bad one exits 2) and gives each a unique label."""
-    runs, seen = [], {}
+    runs: list[ProfileRun] = []
+    seen: dict[str, int] = {}
     for spec in specs:
         resolved = resolve_profile(spec, sets)
         label = resolved.name or spec or "default"

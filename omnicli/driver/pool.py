@@ -127,6 +127,12 @@ class EnginePool(Protocol):
         ...
 
 
+async def _start_real_engine(profile: ResolvedProfile) -> EngineLike:
+    from omnicli.engine.backends import start_engine  # the engine (vLLM) is imported only when started
+
+    return await start_engine(profile)
+
+
 class LocalPool:
     """One engine in this process."""
 
@@ -144,9 +150,7 @@ class LocalPool:
         return lambda profile: cls(profile, start_engine)
 
     async def start(self, stop: asyncio.Event) -> list[EngineFacts]:
-        start = self._start_engine
-        if start is None:
-            from omnicli.engine.backends import start_engine as start  # the engine (vLLM) is imported only when started
+        start = self._start_engine or _start_real_engine
         engine = self.engine = await start(self.profile)
         return [EngineFacts(engine=0, model=str(engine.model_name), device=str(engine.device),
                             sample_rate=int(engine.sample_rate))]

@@ -156,7 +156,8 @@ class RayPool:
         refs = [a.start.remote() for a in self.actors]
         if not await self._wait(refs, stop, abandon_on_stop=True):
             return []  # engines still starting are ended by close()
-        facts, failed = [], []
+        facts: list[dict] = []
+        failed: list[dict] = []
         for index, ref in enumerate(refs):
             try:
                 got = self.ray.get(ref)
