@@ -311,7 +311,8 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
 
 def test_the_bar_counts_each_request_of_all_engines_once():
     from omnicli.benchmark.entrypoint import BenchStop
-    from omnicli.commands.bench import BenchInterrupts, ConsoleObserver
+    from omnicli.commands.bench_console import ConsoleObserver
+    from omnicli.commands.interrupts import BenchInterrupts
 
     calls = []
 
@@ -339,8 +340,7 @@ def test_a_first_signal_is_graceful_even_while_engines_start():
     import signal
 
     from omnicli.benchmark.entrypoint import BenchStop
-    from omnicli.commands.bench import BenchInterrupts
-    from omnicli.commands.interrupts import Phase
+    from omnicli.commands.interrupts import BenchInterrupts, Phase
 
     stop = BenchStop()
     interrupts = BenchInterrupts(stop, graceful_start=True)

@@ -8,19 +8,18 @@ ends with the bench's exit code.
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
-from omnicli.benchmark.entrypoint import BenchOutcome, BenchRunObserver, BenchStop, run_bench
+from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
 from omnicli.benchmark.finish import OutputFormat
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
 from omnicli.commands.bench_args import bench_args
+from omnicli.commands.bench_console import ConsoleObserver
 from omnicli.commands.bench_options import ProfilesOption
 from omnicli.commands.common import (
     EXIT_ENGINE,
@@ -32,120 +31,14 @@ from omnicli.commands.common import (
     SetOption,
     VerboseOption,
     err_console,
-    note,
     set_verbosity,
-    status,
 )
-from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.commands.interrupts import BenchInterrupts
 from omnicli.commands.report import ReportOption, check_report_option
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
 
-    from omnicli.benchmark.session import ProfileRun
-    from omnicli.driver import RequestRecord
-    from omnicli.driver.pool import EngineFacts
-
-
-class BenchInterrupts(EngineRunInterrupts):
-    """Ctrl-C / SIGTERM for one `omni bench`, local or --ray (the policy is shared with `omni synth`).
-
-    The first signal while passes run (with --ray also while engines start: this
-    process only waits on Ray) stops the run: nothing more is submitted,
-    requests in flight get their grace, the engines are closed and the
-    completed passes reported. During a local engine start-up, while scoring,
-    and on a second signal, the engines' processes are ended, the completed
-    passes written, exit 130.
-    """
-
-    forced_note = "completed passes are kept"
-
-    def __init__(self, stop: BenchStop, *, graceful_start: bool = False):
-        super().__init__()
-        self.stop = stop
-        self.engines = "engines are" if graceful_start else "engine is"  # --ray: N engines
-        self.save_lock = stop.save_lock
-        self.graceful_phases = ((Phase.STARTING,) if graceful_start else ()) + (Phase.RUNNING, Phase.CLOSING)
-        self.progress: RequestProgress | None = None
-
-    def request_stop(self, sig: signal.Signals) -> bool:
-        err_console.print(
-            f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.stop.grace_s:g}s to finish, "
-            f"then the {self.engines} closed and completed passes are reported (again to force)"
-        )
-        return self.stop.request()
-
-    def save_partial(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()  # restores the terminal before os._exit
-        self.stop.write_partial()
-
-
-class ConsoleObserver(BenchRunObserver):
-    """Renders the run: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
-
-    def __init__(self, progress: RequestProgress, interrupts: EngineRunInterrupts):
-        self.progress = progress
-        self.interrupts = interrupts
-        self._seen = (0, 0, 0.0)
-        self._status: AbstractContextManager[object] | None = None
-
-    def engine_starting(self, run: ProfileRun) -> None:
-        self.interrupts.phase = Phase.STARTING
-        note(f"[bold]starting engine[/bold] for profile {run.label} ({run.profile.digest}) ...")
-
-    def engine_started(self, run: ProfileRun, facts: list[EngineFacts]) -> None:
-        self.interrupts.phase = Phase.RUNNING
-        for f in facts:
-            where = "" if f.node is None else f" {f.engine} on node {f.node[:12]}"
-            note(f"engine{where} ready: {f.model} on {f.device}, {f.sample_rate} Hz")
-
-    def engine_closing(self, run: ProfileRun) -> None:
-        self.interrupts.phase = Phase.CLOSING
-
-    def phase_start(self, description: str, total: int) -> None:
-        self._seen = (0, 0, 0.0)
-        self.progress.start(description, total)
-
-    def request_done(self, record: RequestRecord) -> None:
-        self.progress.done(failed=record.error is not None, audio_seconds=record.audio_duration)
-
-    def phase_progress(self, done: int, failed: int, audio_seconds: float) -> None:
-        seen_done, seen_failed, seen_audio = self._seen
-        new = done - seen_done
-        if new <= 0:  # polled again with nothing new (or an engine that did not answer): never counted down
-            return
-        new_failed = max(0, failed - seen_failed)
-        for i in range(new):  # the bar counts requests one by one
-            self.progress.done(failed=i < new_failed, audio_seconds=(audio_seconds - seen_audio) / new)
-        self._seen = (done, failed, audio_seconds)
-
-    def phase_end(self) -> None:
-        self.progress.end()
-
-    def run_file(self, path: object) -> None:
-        note(f"wrote {path}")
-
-    def info(self, message: str) -> None:
-        note(message)
-
-    def warning(self, message: str) -> None:
-        err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
-
-    def writing(self) -> None:
-        self.interrupts.phase = Phase.DONE  # from here on a signal changes nothing: the results follow at once
-
-    def scoring(self, label: str, metrics: Sequence[str]) -> None:
-        self.interrupts.phase = Phase.SCORING  # a signal writes the benchmark (the passes scored so far), exits 130
-        self._status = status(f"scoring {label} ({','.join(metrics)}) ...")
-        self._status.__enter__()
-
-    def scored(self, label: str, figures: dict) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
-            self._status = None
-        keys = ("seed_wer_mean", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean")
-        note(f"eval {label}: " + ", ".join(f"{k} {figures[k]}" for k in keys if figures.get(k) is not None))
+    pass
 
 
 def bench(

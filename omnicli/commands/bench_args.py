@@ -4,18 +4,17 @@ as click's usage errors, naming the option."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
-from omnicli.benchmark.finish import OutputFormat, _Report, _VllmFiles
+from omnicli.benchmark.finish import OutputFormat, _Report
 from omnicli.benchmark.session import ProfileRun, utc_now
 from omnicli.commands.bench_options import KEEP_FAILED_ENV
-from omnicli.commands.bench_vllm import vllm_compat
+from omnicli.commands.bench_vllm import parsed, vllm_compat, vllm_files
 from omnicli.commands.common import VERBOSITY, note, require_folder, resolve_profile
 
 if TYPE_CHECKING:
@@ -23,15 +22,6 @@ if TYPE_CHECKING:
     from omnicli.driver import LoadShape
     from omnicli.scaleout.cluster import EngineResources
 
-T = TypeVar("T")
-
-
-def parsed(parse: Callable[..., T], value: object, hint: str) -> T:
-    """`parse(value)`, its ValueError a usage error of option `hint`."""
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def parse_concurrency(text: str | None) -> list[int | None]:
@@ -97,28 +87,6 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
                           ramp_start=start, ramp_end=end) for c in levels]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=_shape_hint(str(exc))) from None
-
-
-def vllm_files(o: SimpleNamespace) -> _VllmFiles | None:
-    """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
-    from omnicli.benchmark.metrics import parse_goodput
-    from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
-    from omnicli.commands.bench_vllm import itl_thresholds, timeline_missing
-
-    save = o.save_result or o.append_result
-    metrics = parsed(parse_percentile_metrics, o.percentile_metrics, "--percentile-metrics")
-    pairs = parsed(parse_metadata, o.metadata, "--metadata")
-    slos = parsed(parse_goodput, o.goodput, "--goodput")
-    thresholds = None
-    if o.plot_timeline:
-        thresholds = parsed(itl_thresholds, o.timeline_itl_thresholds, "--timeline-itl-thresholds")
-        if missing := timeline_missing():
-            raise typer.BadParameter(missing, param_hint="--plot-timeline")
-    if save and o.result_filename is not None:
-        parsed(check_filename_template, o.result_filename, "--result-filename")
-    if not save and thresholds is None:
-        return None
-    return _VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
 
 
 def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineResources | None:
