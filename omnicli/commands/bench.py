@@ -129,7 +129,9 @@ def bench(
     console = CliConsole(stderr=True, quiet=True) if disable_tqdm else err_console
     with interrupts.signals(), RequestProgress(console) as progress:
         interrupts.progress = progress
-        outcome = run_bench(args, ConsoleObserver(progress, interrupts), stop)
+        engines = None if args.ray is None else args.ray.resources.engines
+        observer = ConsoleObserver(progress, interrupts, ray_engines=engines)
+        outcome = run_bench(args, observer, stop)
     _exit(outcome)
 
 

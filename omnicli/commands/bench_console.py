@@ -23,21 +23,23 @@ if TYPE_CHECKING:
 class ConsoleObserver(BenchRunObserver):
     """Renders the run: a live bar per phase, messages on stderr; tells `interrupts` the phase."""
 
-    def __init__(self, progress: RequestProgress, interrupts: EngineRunInterrupts):
+    def __init__(self, progress: RequestProgress, interrupts: EngineRunInterrupts, *, ray_engines: int | None = None):
         self.progress = progress
         self.interrupts = interrupts
+        self.ray_engines = ray_engines  # --ray: the engines started per profile
         self._seen = (0, 0, 0.0)
         self._status: AbstractContextManager[object] | None = None
 
     def engine_starting(self, run: ProfileRun) -> None:
         self.interrupts.phase = Phase.STARTING
-        note(f"[bold]starting engine[/bold] for profile {run.label} ({run.profile.digest}) ...")
+        what = "engine" if self.ray_engines is None else f"{self.ray_engines} engine(s)[/bold] on Ray[bold]"
+        note(f"[bold]starting {what}[/bold] for profile {run.label} ({run.profile.digest}) ...")
 
     def engine_started(self, run: ProfileRun, facts: list[EngineFacts]) -> None:
         self.interrupts.phase = Phase.RUNNING
         for f in facts:
-            where = "" if f.node is None else f" {f.engine} on node {f.node[:12]}"
-            note(f"engine{where} ready: {f.model} on {f.device}, {f.sample_rate} Hz")
+            where = "" if f.node is None else f" {f.engine} ready on node {f.node[:12]}:"
+            note(f"engine{where or ' ready:'} {f.model} on {f.device}, {f.sample_rate} Hz")
 
     def engine_closing(self, run: ProfileRun) -> None:
         self.interrupts.phase = Phase.CLOSING
