@@ -158,3 +158,24 @@ def test_a_stop_during_a_fleet_start_closes_it_and_runs_nothing():
     pool = Abandoned(log)
     session = fleet_session(pool, ["a"], BenchPlan(shapes=[LoadShape()]))
     assert asyncio.run(session.run()) == [] and log == [] and all(e.closed for e in pool.engines)
+
+
+def test_an_engines_run_files_land_beside_the_bench_results(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import omnicli.benchmark.entrypoint as bench_entry
+    from omnicli.cli import app
+
+    started = []
+
+    async def start(resolved):
+        started.append(FilesEngine(step=0.001))
+        return started[-1]
+
+    monkeypatch.setattr(bench_entry, "start_engine", start)
+    out = tmp_path / "res"
+    result = CliRunner().invoke(app, ["bench", "-n", "2", "-c", "1,2", "--result-dir", str(out),
+                                      "--result-filename", "r.json"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["overlay.yaml", "r.json"]  # the engine's file, once
+    assert f"wrote {out / 'overlay.yaml'}" in " ".join(result.output.split()) and len(started) == 1

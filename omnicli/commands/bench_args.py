@@ -1,5 +1,4 @@
-"""`omni bench`'s options turned into `BenchArgs` (omnicli.benchmark.entrypoint); bad ones exit 2
-as click's usage errors, naming the option."""
+"""`omni bench`'s options parsed into `BenchArgs` (omnicli.benchmark.entrypoint); a bad one exits 2, named."""
 
 from __future__ import annotations
 
@@ -11,10 +10,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
-from omnicli.benchmark.finish import OutputFormat, _Report
+from omnicli.benchmark.finish import OutputFormat, _Report, _VllmFiles
 from omnicli.benchmark.session import ProfileRun, utc_now
 from omnicli.commands.bench_options import KEEP_FAILED_ENV
-from omnicli.commands.bench_vllm import parsed, vllm_compat, vllm_files
+from omnicli.commands.bench_vllm import parsed, vllm_compat
 from omnicli.commands.common import VERBOSITY, note, require_folder, resolve_profile
 
 if TYPE_CHECKING:
@@ -22,21 +21,18 @@ if TYPE_CHECKING:
     from omnicli.driver import LoadShape
     from omnicli.scaleout.cluster import EngineResources
 
+# The option a LoadShape's ValueError is about, by the start of its message.
+_SHAPE_HINTS = {"burstiness": "--burstiness", "request rate": "--request-rate", "concurrency": "--concurrency"}
 
 
 def parse_concurrency(text: str | None) -> list[int | None]:
     """`"1,8,32"` -> [1, 8, 32]; None -> [None] (no cap)."""
     if text is None:
         return [None]
-    out: list[int | None] = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if not item.isdigit() or int(item) < 1:
-            raise typer.BadParameter(f"{item!r} is not a positive integer", param_hint="--concurrency")
-        if int(item) not in out:
-            out.append(int(item))
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if bad := [item for item in items if not item.isdigit() or int(item) < 1]:
+        raise typer.BadParameter(f"{bad[0]!r} is not a positive integer", param_hint="--concurrency")
+    out: list[int | None] = list(dict.fromkeys(int(item) for item in items))
     if not out:
         raise typer.BadParameter("no value given", param_hint="--concurrency")
     return out
@@ -49,19 +45,9 @@ def label_profiles(specs: list[str | None], sets: list[str] | None) -> list[Prof
     for spec in specs:
         resolved = resolve_profile(spec, sets)
         label = resolved.name or spec or "default"
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1:
-            label = f"{label}#{seen[label]}"
-        runs.append(ProfileRun(label, resolved))
+        seen[label] = count = seen.get(label, 0) + 1
+        runs.append(ProfileRun(label if count == 1 else f"{label}#{count}", resolved))
     return runs
-
-
-def _shape_hint(message: str) -> str:
-    for word, hint in (("burstiness", "--burstiness"), ("request rate", "--request-rate"),
-                       ("concurrency", "--concurrency")):
-        if message.startswith(word):
-            return hint
-    return "--ramp-up-strategy"
 
 
 def load_shapes(concurrency: str | None, request_rate: float | None, burstiness: float, seed: int,
@@ -86,7 +72,30 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
         return [LoadShape(concurrency=c, request_rate=rate, burstiness=burstiness, seed=seed, ramp_up=strategy,
                           ramp_start=start, ramp_end=end) for c in levels]
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=_shape_hint(str(exc))) from None
+        hint = next((h for word, h in _SHAPE_HINTS.items() if str(exc).startswith(word)), "--ramp-up-strategy")
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+
+def vllm_files(o: SimpleNamespace) -> _VllmFiles | None:
+    """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
+    from omnicli.benchmark.metrics import parse_goodput
+    from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
+    from omnicli.commands.bench_vllm import itl_thresholds, timeline_missing
+
+    save = o.save_result or o.append_result
+    metrics = parsed(parse_percentile_metrics, o.percentile_metrics, "--percentile-metrics")
+    pairs = parsed(parse_metadata, o.metadata, "--metadata")
+    slos = parsed(parse_goodput, o.goodput, "--goodput")
+    thresholds = None
+    if o.plot_timeline:
+        thresholds = parsed(itl_thresholds, o.timeline_itl_thresholds, "--timeline-itl-thresholds")
+        if missing := timeline_missing():
+            raise typer.BadParameter(missing, param_hint="--plot-timeline")
+    if save and o.result_filename is not None:
+        parsed(check_filename_template, o.result_filename, "--result-filename")
+    if not save and thresholds is None:
+        return None
+    return _VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
 
 
 def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineResources | None:

@@ -15,17 +15,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
 from omnicli.commands.common import err_console, note
 from omnicli.engine.request import TTSRequest
-
-if TYPE_CHECKING:
-    from omnicli.benchmark.finish import _VllmFiles
 
 T = TypeVar("T")
 
@@ -139,29 +135,6 @@ def parsed(parse: Callable[..., T], value: object, hint: str) -> T:
         return parse(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=hint) from None
-
-
-def vllm_files(o: SimpleNamespace) -> _VllmFiles | None:
-    """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
-    from omnicli.benchmark.metrics import parse_goodput
-    from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
-
-    save = o.save_result or o.append_result
-    metrics = parsed(parse_percentile_metrics, o.percentile_metrics, "--percentile-metrics")
-    pairs = parsed(parse_metadata, o.metadata, "--metadata")
-    slos = parsed(parse_goodput, o.goodput, "--goodput")
-    thresholds = None
-    if o.plot_timeline:
-        thresholds = parsed(itl_thresholds, o.timeline_itl_thresholds, "--timeline-itl-thresholds")
-        if missing := timeline_missing():
-            raise typer.BadParameter(missing, param_hint="--plot-timeline")
-    if save and o.result_filename is not None:
-        parsed(check_filename_template, o.result_filename, "--result-filename")
-    if not save and thresholds is None:
-        return None
-    from omnicli.benchmark.finish import _VllmFiles
-
-    return _VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
 
 
 def write_vllm_files(results, runs: list[dict], report: Any) -> list[Path]:
