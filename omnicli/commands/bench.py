@@ -9,36 +9,35 @@ ends with the bench's exit code.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
 from omnicli.benchmark.finish import OutputFormat
+from omnicli.benchmark.options import OptionError, bench_args
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
-from omnicli.commands.bench_args import bench_args
 from omnicli.commands.bench_console import ConsoleObserver
 from omnicli.commands.bench_options import ProfilesOption
 from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OUTPUT_IO,
+    VERBOSITY,
     CliConsole,
     QuietOption,
     RequestProgress,
     SetOption,
     VerboseOption,
     err_console,
+    note,
+    require_folder,
+    resolve_profile,
     set_verbosity,
 )
 from omnicli.commands.interrupts import BenchInterrupts
 from omnicli.commands.report import ReportOption, check_report_option
-
-if TYPE_CHECKING:
-
-    pass
 
 
 def bench(
@@ -123,7 +122,11 @@ def bench(
     """
     set_verbosity(quiet, verbose)
     check_report_option(report_file)
-    args = bench_args(SimpleNamespace(**locals()))
+    try:
+        args = bench_args(SimpleNamespace(**locals()), resolve=resolve_profile, require_folder=require_folder,
+                          info=note, verbose=VERBOSITY.verbose)
+    except OptionError as exc:  # click's own usage error, naming the option
+        raise typer.BadParameter(exc.message, param_hint=exc.option) from None
     stop = BenchStop()
     interrupts = BenchInterrupts(stop, graceful_start=args.ray is not None)
     console = CliConsole(stderr=True, quiet=True) if disable_tqdm else err_console

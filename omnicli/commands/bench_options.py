@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from omnicli.benchmark.finish import OutputFormat
+from omnicli.benchmark.options import KEEP_FAILED_ENV
 
-KEEP_FAILED_ENV = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 _VLLM = "vLLM compatibility"
 _NOT_APPLYING = "vLLM's server flag: accepted, and ignored (the engine is embedded: no server)."
 
