@@ -146,6 +146,14 @@ class Retainer:
         env = os.environ.get(ENV_VAR, "").strip()
         return cls(env) if env else None
 
+    def count(self, *, kept: bool, error: str | None) -> None:
+        """Counts a keep done by another process into the same folder (an actor of `synth --ray`)."""
+        with self._lock:
+            self.kept += int(kept)
+            if error is not None:
+                self.errors += 1
+                self.error_messages.append(error)
+
     def paths_for(self, digest: str) -> tuple[Path, Path]:
         stem = FILE_PREFIX + digest[:16]
         return self.directory / f"{stem}.wav", self.directory / f"{stem}.json"
@@ -249,7 +257,8 @@ def request_meta(
         "status": status or ("ok" if record.ok else "failed"),
         "finish_reason": record.finish_reason,
         "ref_cache": record.ref_cache,
-        "timings": {"ttfp_s": record.audio_ttfp, "e2el_s": record.e2el, "audio_seconds": record.audio_duration, "rtf": record.audio_rtf},
+        "timings": {"ttfp_s": record.audio_ttfp, "e2el_s": record.e2el, "audio_seconds": record.audio_duration,
+                    "rtf": record.audio_rtf},
         "output_wav": str(output_wav) if output_wav else None,
         "profile_digest": profile_digest,
         "command": command,

@@ -39,7 +39,7 @@ from omnicli.datasets import demo_manifest_path
 from omnicli.engine.request import AudioChunk, EngineStats, RequestInfo
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.synthesis import SynthRun
+from omnicli.synth.run import SynthRun
 
 SR = 8000
 

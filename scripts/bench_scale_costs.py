@@ -35,8 +35,9 @@ from omnicli.audio import write_wav_atomic
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.scaleout.shard import ShardSpec, select_shard
-from omnicli.synth_results import Status, SynthResult
-from omnicli.synthesis import RESULTS, build_synth_summary, input_digest, write_summary
+from omnicli.synth.plan import RESULTS, input_digest
+from omnicli.synth.results import Status, SynthResult
+from omnicli.synth.summary import build_synth_summary, write_summary
 
 SR = 24_000
 LINKS_PER_TEMPLATE = 25_000  # ext4 allows 65,000 links to one file; a merge adds one more per wav

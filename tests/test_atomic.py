@@ -17,7 +17,7 @@ import soundfile as sf
 from omnicli.atomic import JsonlAppender, read_jsonl, write_bytes_atomic, write_json_atomic
 from omnicli.audio import wav_bytes, wav_data_complete
 from omnicli.manifest import ManifestRow
-from omnicli.synthesis import wav_matches
+from omnicli.synth.plan import wav_matches
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -194,8 +194,8 @@ def test_resume_redoes_a_wav_whose_data_is_shorter_than_its_header_says(tmp_path
     # Rows are read back typed, so the recorded length is always there; it tolerates one
     # frame of rounding, so a wav missing its last sample is caught by the header check alone.
     from omnicli.manifest import Manifest
-    from omnicli.synth_results import Status, SynthResult
-    from omnicli.synthesis import RESULTS, input_digest, plan_run
+    from omnicli.synth.plan import RESULTS, input_digest, plan_run
+    from omnicli.synth.results import Status, SynthResult
 
     row = ManifestRow(utt="u", text="Hello.", line_no=1)
     out = tmp_path / "out"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from omnicli.atomic import read_jsonl
-from omnicli.synthesis import RESULTS
+from omnicli.synth.plan import RESULTS
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
 from tests.processes import marked_processes, wait_gone
 

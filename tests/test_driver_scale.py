@@ -17,7 +17,7 @@ from omnicli.benchmark.session import BenchPlan
 from omnicli.driver import LoadShape, drive
 from omnicli.driver.load import offer
 from omnicli.profile import load_profile
-from omnicli.synthesis import SynthRun
+from omnicli.synth.run import SynthRun
 from tests import virtual_time
 from tests.test_bench_session import StopAt, run_stopped, session_for
 from tests.test_synth_driver import FakeEngine as SynthFake

@@ -12,7 +12,7 @@ from omnicli.engine.request import EngineError
 from omnicli.errors import EngineFailure, OutputError, UsageError
 from omnicli.manifest import ManifestError
 from omnicli.profile import ProfileError
-from omnicli.synthesis import OutputUnwritable
+from omnicli.synth.sink import OutputUnwritable
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omnicli.driver.inputs import request_from_row
 from omnicli.manifest import MAX_INSTRUCT_CHARS, ManifestRow, read_manifest
-from omnicli.synthesis import input_digest
+from omnicli.synth.plan import input_digest
 
 
 def jsonl(folder: Path, *rows: dict) -> Path:

@@ -11,7 +11,7 @@ import soundfile as sf
 
 from omnicli.driver.inputs import request_from_row
 from omnicli.manifest import MAX_VOICE_CHARS, ManifestRow, read_manifest
-from omnicli.synthesis import RESULTS, input_digest, plan_run
+from omnicli.synth.plan import RESULTS, input_digest, plan_run
 
 
 def jsonl(folder: Path, *rows: dict) -> Path:

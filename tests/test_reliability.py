@@ -21,7 +21,7 @@ from omnicli.atomic import read_jsonl
 from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.manifest import ManifestRow, read_manifest
 from omnicli.signals import StopSignals
-from omnicli.synthesis import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
+from omnicli.synth.plan import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
 from tests.conftest import fill_up
 
 SR = 24_000
@@ -96,7 +96,7 @@ def test_plan_skips_done_redoes_damaged_changed_and_missing(tmp_path):
     assert [x.utt for x in plan.todo] == ["u1", "u2", "u5"]
     retry = plan_run(m, out, retry_failed=True)
     assert [x.utt for x in retry.todo] == ["u1", "u2", "u3", "u5"]
-    assert plan_run(m, out, limit=2).done == ["u0"]
+    assert plan_run(m.limited(2), out).done == ["u0"]
     assert plan_run(m, out, profile_digest="p2").other_profiles == {"p1"}
 
 
@@ -142,7 +142,7 @@ def test_results_rows_are_whole_or_absent_when_the_disk_fills(small_fs):
 
 def test_tidy_cuts_a_torn_last_line_even_on_a_full_disk(small_fs):
     # Was: a re-run with nothing to do left the torn line, so every JSON reader of the file failed.
-    from omnicli.synth_results import SynthResult
+    from omnicli.synth.results import SynthResult
 
     out = small_fs
     whole = SynthResult(utt="u0", status="ok").to_line().encode() + b"\n"  # as synth writes it
@@ -252,37 +252,41 @@ SESSION_SCRIPT = """
 import asyncio, subprocess, sys, time
 from pathlib import Path
 from types import SimpleNamespace
-from omnicli.commands.synth import _Session
-from omnicli.signals import StopSignals
-from omnicli.manifest import read_manifest
+from omnicli.commands.synth_console import SynthConsole
 from omnicli.profile import load_profile
+from omnicli.synth import RunPhase, SynthArgs, SynthJob
 
 mode, folder = sys.argv[1], Path(sys.argv[2])
-session = _Session(read_manifest(folder / "meta.lst"), folder / "out", load_profile("cpu"), None, None)
+console = SynthConsole(folder / "meta.lst")
+job = SynthJob(SynthArgs(folder / "meta.lst", folder / "out", load_profile("cpu")), console, console.stop_request)
+console.attach(job)
+job.prepare()  # the manifest read, OUT locked and planned
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # stands in for vLLM's engine core
-with session.signals():
+with console.signal_scope:
+    console.phase_changed(RunPhase.STARTING)  # the job's signal policy starts here
     import multiprocessing
     lock = multiprocessing.get_context("spawn").Lock()  # registered with a resource tracker, like vLLM's
     if mode == "starting":  # engine start-up blocks the main thread
         print("ready", child.pid, flush=True)
         child.wait()  # a forced exit ends the engine core: vLLM's start-up then fails in the main thread
-        session.engine_error = "engine failed to start: the talker (vLLM) failed to start: RuntimeError: Engine core initialization failed"
-        session.write_summary()
+        job.engine_error = "engine failed to start: the talker (vLLM) failed to start: RuntimeError: Engine core initialization failed"
+        job.finish()
         time.sleep(300)
     else:
         async def main():
-            session._loop = asyncio.get_running_loop()
-            session.run_obj = SimpleNamespace(stop=asyncio.Event(), grace_s=5.0, results=[], wall_seconds=0.0,
-                                              engine_error=None, left_pending=["u1"], engine=SimpleNamespace(model_name="stand-in"))
-            session.phase = "running"
+            loop = asyncio.get_running_loop()
+            job.run_obj = SimpleNamespace(stop=asyncio.Event(), grace_s=5.0, results=[], wall_seconds=0.0, output_error=None,
+                                          engine_error=None, left_pending=["u1"], model_name="stand-in")
+            job.stop.subscribe(lambda: loop.call_soon_threadsafe(job.run_obj.stop.set))
+            console.phase_changed(RunPhase.RUNNING)
             print("ready", child.pid, flush=True)
-            await session.run_obj.stop.wait()
+            await job.run_obj.stop.wait()
             print("stopping", flush=True)
-            if mode == "graceful":  # the run winds down and the command writes its summary
-                session.write_summary()
+            if mode == "graceful":  # the run winds down and the job writes its summary
+                job.finish()
                 print("interrupted", flush=True)
                 child.kill()
-                sys.exit(130 if session.interrupted else 0)
+                sys.exit(130 if console.interrupted else 0)
             await asyncio.sleep(300)  # a shutdown that hangs: only a second signal gets out
         asyncio.run(main())
 """

@@ -24,7 +24,8 @@ import soundfile as sf
 
 from omnicli.atomic import read_jsonl
 from omnicli.manifest import read_manifest
-from omnicli.synthesis import RESULTS, SynthRun, plan_run
+from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS, mount_tmpfs, unmount
 from tests.processes import wait_gone
 

@@ -21,7 +21,8 @@ from omnicli.engine import TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.retention import Retainer
-from omnicli.synthesis import RESULTS, SynthRun, plan_run
+from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST
 
 pytestmark = pytest.mark.engine

@@ -150,7 +150,7 @@ def test_rows_join_synth_eval_and_retention_and_fall_into_groups(tmp_path):
     import soundfile as sf
 
     from omnicli.report.rows import collect_rows
-    from omnicli.synth_results import SynthResult
+    from omnicli.synth.results import SynthResult
 
     gen, kept = tmp_path / "gen", tmp_path / "kept"
     gen.mkdir()

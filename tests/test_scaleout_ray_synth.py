@@ -27,8 +27,9 @@ from omnicli.profile import load_profile
 from omnicli.scaleout.cluster import EngineResources, RayCluster
 from omnicli.scaleout.ray_synth import ActorSpec, Event, ProgressBoard, RaySynthRun, SynthActor, row_from_json, row_to_json
 from omnicli.scaleout.storage import StorageNotShared, write_probe
-from omnicli.synth_results import SynthResult
-from omnicli.synthesis import RESULTS, SUMMARY, SynthRun, last_results, plan_run
+from omnicli.synth.plan import RESULTS, SUMMARY, last_results, plan_run
+from omnicli.synth.results import SynthResult
+from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST, REPO, TEST_PROFILE_SETS
 from tests.test_synth_driver import FakeEngine
 
@@ -141,6 +142,28 @@ def test_a_dead_engine_makes_its_actor_exit_and_the_retry_skips_finished_rows(ra
     assert sorted(fresh.seen) == ["u2", "u3"] and retried_exits == []
     lines, events = ray_cluster.get(board.take.remote())
     assert sorted(json.loads(x)["utt"] for x in lines) == ["u2", "u3"] and [k for k, _ in events] == [Event.STARTED]
+
+
+def test_an_actor_writes_its_engines_run_files_into_out_and_tells_the_coordinator(ray_cluster, tmp_path):
+    # Was: only a local run wrote them (`engine.write_run_files`): a vLLM-Omni --ray run had no deploy overlay.
+    class OverlayEngine(FakeEngine):
+        def write_run_files(self, run_dir):
+            path = run_dir / "deploy_overlay.yaml"
+            path.write_text("stages: []\n")
+            return [path]
+
+    actor, board, exits = fake_actor(ray_cluster, tmp_path, engine=OverlayEngine())
+    out = tmp_path / "out"
+    _, events = ray_cluster.get(board.take.remote())
+    assert events == [events[0], (Event.WROTE, str(out / "deploy_overlay.yaml"))] and events[0][0] == Event.STARTED
+    assert (out / "deploy_overlay.yaml").read_text() == "stages: []\n" and exits == []
+
+    notes: list[str] = []
+    coordinator = RaySynthRun.__new__(RaySynthRun)  # only its event handling, without a pool
+    coordinator.on_note, coordinator._wrote = notes.append, set()
+    for kind, message in [events[1], events[1]]:  # a second actor writes the same file
+        coordinator._on_event(kind, message)
+    assert notes == [f"wrote {out / 'deploy_overlay.yaml'}"]
 
 
 def test_an_actor_that_cannot_see_the_output_folder_says_so(ray_cluster, tmp_path):

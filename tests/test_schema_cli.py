@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from omnicli.benchmark.report import build_document
 from omnicli.cli import app
 from omnicli.profile import load_profile
-from omnicli.synthesis import RESULTS, SUMMARY, write_summary
+from omnicli.synth.plan import RESULTS, SUMMARY
+from omnicli.synth.summary import write_summary
 from tests.test_synth_driver import run_synth
 
 runner = CliRunner()
@@ -27,7 +28,7 @@ def schema_of(kind: str) -> dict:
 
 
 def test_synth_results_rows_and_summary_validate(tmp_path):
-    from omnicli.synthesis import build_synth_summary
+    from omnicli.synth.summary import build_synth_summary
 
     m, out, run, _ = run_synth(tmp_path, ["one", "fail"], concurrency=2)
     write_summary(out, build_synth_summary(m, out, run, resolved=load_profile("cpu"), started_at="t0"))

@@ -16,14 +16,15 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-from omnicli import synthesis
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.scaleout import shard as shard_module
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError, select_shard, shard_of
-from omnicli.synth_results import Status, SynthResult
-from omnicli.synthesis import RESULTS, SUMMARY, build_synth_summary, input_digest, write_summary
+from omnicli.synth import plan as synth_plan
+from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
+from omnicli.synth.results import Status, SynthResult
+from omnicli.synth.summary import build_synth_summary, write_summary
 from tests.conftest import REPO, fill_up, mount_tmpfs, unmount
 
 runner = CliRunner()
@@ -99,8 +100,8 @@ def test_invalid_rows_are_owned_by_one_shard_each(tmp_path):
     assert dup_owner == shard_of("u3", 3)
 
 
-def test_the_module_names_the_same_files_as_synthesis():
-    assert (shard_module.RESULTS, shard_module.SUMMARY) == (synthesis.RESULTS, synthesis.SUMMARY)
+def test_the_module_names_the_same_files_as_synth_plan():
+    assert (shard_module.RESULTS, shard_module.SUMMARY) == (synth_plan.RESULTS, synth_plan.SUMMARY)
 
 
 # -- hand-made shard folders ------------------------------------------------------------------

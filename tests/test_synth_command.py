@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
-from omnicli.synthesis import RESULTS, OutputLock, input_digest
+from omnicli.synth.plan import RESULTS, OutputLock, input_digest
 
 runner = CliRunner()
 

@@ -17,8 +17,10 @@ import soundfile as sf
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.synth_results import SynthResult, SynthSummary
-from omnicli.synthesis import RESULTS, SynthRun, build_synth_summary, plan_run
+from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.results import SynthResult, SynthSummary
+from omnicli.synth.run import SynthRun
+from omnicli.synth.summary import build_synth_summary
 
 SR = 8000
 
@@ -51,6 +53,9 @@ class FakeEngine:
 
     def stats(self) -> EngineStats:
         return EngineStats()
+
+    def write_run_files(self, run_dir) -> list:
+        return []
 
     async def close(self) -> None:
         pass

@@ -13,11 +13,12 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-import omnicli.commands.synth as synth_cmd
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
 from omnicli.scaleout.shard import ShardSpec, shard_of
-from omnicli.synthesis import RESULTS, SUMMARY, build_synth_summary, input_digest, plan_run, tidy_out_dir
+from omnicli.synth import SynthJob
+from omnicli.synth.plan import RESULTS, SUMMARY, input_digest, plan_run, tidy_out_dir
+from omnicli.synth.summary import build_synth_summary
 from tests.test_shard import make_manifest, make_shard, make_shards, merge, summary_of, words
 
 runner = CliRunner()
@@ -53,10 +54,10 @@ def test_a_row_without_an_input_digest_is_redone_and_the_resume_says_so(tmp_path
     assert plan.done == ["u00", "u03"] and plan.undigested == ["u01", "u02"] and plan.changed == []
     assert [x.utt for x in plan.todo] == ["u01", "u02"]
 
-    async def no_engine(self, rows, concurrency, max_new_tokens):  # what was planned is what matters here
+    async def no_engine(self, rows):  # what was planned is what matters here
         assert [x.utt for x in rows] == ["u01", "u02"]
 
-    monkeypatch.setattr(synth_cmd._Session, "run", no_engine)
+    monkeypatch.setattr(SynthJob, "_run_local", no_engine)
     result = runner.invoke(app, ["synth", str(manifest), "--out", str(out), "--profile", "cpu"])
     assert "2 done, 0 failed earlier, 0 changed in the manifest, 2 without an input digest (cannot tell what they were made from: redone), 2 to do" in words(result.output)
 

@@ -3,7 +3,8 @@
 `--audio-out DIR` keeps the generated audio (`DIR/<utt>.wav`, the layout
 `omni eval-wer` reads; one sub-folder per pass when there are several) and
 `--keep-failed DIR` retains failed or suspect outputs through
-`omnicli.retention`. Both run between rounds, never inside the timed part.
+`omnicli.retention`; both through the record sink synth uses too
+(`omnicli.driver.record_sink`). They run between rounds, never inside the timed part.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from omnicli.atomic import folder_write_error
-from omnicli.audio import write_wav_atomic
 from omnicli.benchmark.session import ProfileRun, RoundResult
 from omnicli.driver import LoadShape
-from omnicli.retention import Retainer, judge_audio, request_meta
-from omnicli.synthesis import is_output_fault
+from omnicli.driver.record_sink import RecordSink, is_output_fault
+from omnicli.retention import Retainer
+
+if TYPE_CHECKING:
+    from omnicli.driver.pool import EngineFacts
 
 
 def safe_name(text: str) -> str:
@@ -59,37 +62,30 @@ class RoundOutputs:
             return self.audio_dir
         return self.audio_dir / safe_name(f"{run.label}_{shape.label}")
 
-    def handle(self, run: ProfileRun, shape: LoadShape, index: int, result: RoundResult, engine: Any) -> None:
-        sample_rate = int(engine.sample_rate)
+    def handle(self, run: ProfileRun, shape: LoadShape, index: int, result: RoundResult, engine: EngineFacts) -> None:
         target = self.pass_dir(run, shape)
-        thresholds = getattr(getattr(run.profile, "profile", None), "retention", None)
-        digest = getattr(run.profile, "digest", None)
+        resolved = run.profile
+        sink = RecordSink(
+            "bench", retainer=self.retainer, thresholds=resolved.profile.retention, profile_digest=resolved.digest,
+            write_failed=lambda path, exc: self._write_failed(target, path, exc),
+        )
+        extra = {"profile": run.label, "pass": shape.label, "round": index}
         for rec in result.records:
-            written: Path | None = None
-            if target is not None and rec.nonempty and rec.pcm is not None:
-                path = target / f"{rec.utt}.wav"
-                # Prompts cycle and rounds repeat: keep one file per utterance, the first.
-                if path not in self._written and self.error is None:
-                    try:
-                        write_wav_atomic(path, rec.pcm, sample_rate)
-                        self._written.add(path)
-                        self.wavs_written += 1
-                        written = path
-                    except OSError as exc:
-                        self.unwritten[target] = self.unwritten.get(target, 0) + 1
-                        if is_output_fault(exc):  # every later wav would fail too: stop, as synth does
-                            self.error = f"cannot write {path}: {exc}"
-                        else:
-                            self.warn(f"could not write {path}: {exc}")
-            if self.retainer is not None:
-                reasons = judge_audio(
-                    rec.pcm, sample_rate, text=rec.text, finish_reason=rec.finish_reason,
-                    error=rec.error, thresholds=thresholds,
-                )
-                if reasons:
-                    meta = request_meta(
-                        rec, command="bench", profile_digest=digest, output_wav=written,
-                        extra={"profile": run.label, "pass": shape.label, "round": index},
-                    )
-                    if self.retainer.keep(rec.pcm, sample_rate, reasons, meta) is not None:
-                        self.retained += 1
+            path = target / f"{rec.utt}.wav" if target is not None else None
+            # Prompts cycle and rounds repeat: keep one file per utterance, the first.
+            wanted = path if path is not None and path not in self._written and self.error is None else None
+            kept = sink.keep(rec, wanted, extra=extra)
+            if kept.wav is not None:
+                self._written.add(kept.wav)
+                self.wavs_written += 1
+            if kept.retained is not None:
+                self.retained += 1
+
+    def _write_failed(self, target: Path | None, path: Path, exc: OSError) -> None:
+        """A wav that could not be written: counted; a full disk stops the run, as synth's does."""
+        assert target is not None
+        self.unwritten[target] = self.unwritten.get(target, 0) + 1
+        if is_output_fault(exc):  # every later wav would fail too
+            self.error = f"cannot write {path}: {exc}"
+        else:
+            self.warn(f"could not write {path}: {exc}")

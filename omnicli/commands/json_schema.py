@@ -21,7 +21,7 @@ def document_schema(kind: Kind) -> dict:
     """JSON Schema (draft 2020-12, as pydantic emits it) of one kind of file."""
     from omnicli.benchmark.result_models import BenchDocument, VllmRunResult
     from omnicli.evaluation.summaries import EvalSummary
-    from omnicli.synth_results import SynthResult, SynthSummary
+    from omnicli.synth.results import SynthResult, SynthSummary
 
     model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument,
              Kind.bench_run: VllmRunResult, Kind.eval: EvalSummary}[kind]

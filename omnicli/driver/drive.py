@@ -33,18 +33,19 @@ import numpy as np
 
 from omnicli.driver.inputs import InputError
 from omnicli.driver.load import LoadShape, offer
-from omnicli.driver.records import Prompt, RequestRecord
-from omnicli.engine.request import EngineError, EngineLike, EngineStats, RequestFailed
+from omnicli.driver.records import Outcome, Prompt, RequestRecord
+from omnicli.engine.request import EngineDead, EngineError, EngineLike, EngineStats, RequestFailed
 
 STOP_GRACE_S = 5.0  # after a stop (first Ctrl-C), requests in flight may finish for this long
 
 
 @dataclass
 class DriveResult:
-    records: list[RequestRecord] = field(default_factory=list)  # finished requests, in completion order (with keep_records)
+    # finished requests, in completion order (with keep_records)
+    records: list[RequestRecord] = field(default_factory=list)
     left_pending: list[str] = field(default_factory=list)  # utts cut off by a stop or an engine failure
     complete: bool = True  # every prompt finished
-    engine_error: str | None = None  # why the engine stopped serving, if it did
+    engine_error: EngineDead | None = None  # the engine stopped serving: its EngineDead (reason: why)
     stats: EngineStats = field(default_factory=EngineStats)  # engine counters during the drive
     wall_seconds: float = 0.0
 
@@ -77,7 +78,8 @@ async def run_request(engine: EngineLike, prompt: Prompt, request_id: str, keep_
     try:
         request = prompt.build(request_id)
     except InputError as exc:
-        record.end, record.error, record.rejected = record.start, str(exc), True
+        record.end = record.start
+        record.end_with(Outcome.REJECTED, str(exc))
         return record
     record.text = request.text
     pieces: list[np.ndarray] = []
@@ -95,15 +97,16 @@ async def run_request(engine: EngineLike, prompt: Prompt, request_id: str, keep_
         record.end = record.chunk_times[-1] if record.chunk_times else time.perf_counter()
     except RequestFailed as exc:
         record.end = time.perf_counter()
-        record.error = exc.reason or str(exc)
+        record.end_with(Outcome.FAILED, exc.reason or str(exc))
         record.info, record.ref_cache = exc.info, exc.info.ref_cache
     except (EngineError, asyncio.CancelledError):
         raise
     except Exception as exc:
         record.end = time.perf_counter()
-        record.error = f"{type(exc).__name__}: {exc}"
+        record.end_with(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
     if keep_pcm:
-        record.pcm = np.concatenate(pieces, axis=0).astype(np.float32, copy=False) if pieces else np.zeros(0, np.float32)
+        empty = np.zeros(0, np.float32)
+        record.pcm = np.concatenate(pieces, axis=0).astype(np.float32, copy=False) if pieces else empty
     return record
 
 
@@ -135,8 +138,9 @@ async def drive(
         in_flight[index] = prompt.utt
         record = await run_request(engine, prompt, f"{id_prefix}-{index}" if id_prefix else prompt.utt, keep_pcm)
         record.arrival = min(arrivals.at(index), record.start)
-        if record.error is not None and stop is not None and stop.is_set() and not record.rejected:
-            return  # failed while stopping: not this request's fault; left pending
+        if record.outcome is Outcome.FAILED and stop is not None and stop.is_set():
+            record.outcome = Outcome.LEFT_PENDING  # failed while stopping: not this request's fault
+            return
         del in_flight[index]
         if keep_records:
             result.records.append(record)
@@ -148,7 +152,8 @@ async def drive(
                                       count=len(prompts) if isinstance(prompts, Sized) else None)
     except EngineError as exc:
         result.complete = False
-        result.engine_error = getattr(exc, "reason", None) or str(exc)
+        # An EngineError that is not EngineDead (a closed engine): wrapped, so callers get one type.
+        result.engine_error = exc if isinstance(exc, EngineDead) else EngineDead(str(exc))
     finally:
         result.left_pending = [in_flight[i] for i in sorted(in_flight)]
         result.wall_seconds = time.perf_counter() - t0

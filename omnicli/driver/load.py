@@ -21,7 +21,7 @@ import itertools
 import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -146,81 +146,101 @@ async def offer(
     stop came too late to matter). `count`: how many items there are, when
     `items` has no len() (a ramp-up needs it).
     """
-    loop = asyncio.get_running_loop()
-    cap = shape.concurrency
-    running: set[asyncio.Task] = set()
-    errors: list[BaseException] = []
-    wake = asyncio.Event()  # a task ended, or the stop came
-    sent = finished = 0
+    if count is None and isinstance(items, Sized):
+        count = len(items)
+    offering = _Offering(send, shape.concurrency, stop)
+    try:
+        all_sent = await offering.admit(items, shape.arrivals(count))
+        await offering.drain(grace_s)
+        return all_sent and offering.finished == offering.sent
+    finally:
+        await offering.cancel_rest()
 
-    def stopping() -> bool:
-        return stop is not None and stop.is_set()
 
-    async def one(item: T) -> None:
-        nonlocal finished
-        if errors or stopping():  # admitted, but a failure or the stop came before it ran
+class _Offering(Generic[T]):
+    """The state of one `offer` call: the tasks in flight, the first error, the wake-ups."""
+
+    def __init__(self, send: Callable[[T], Awaitable[None]], cap: int | None, stop: asyncio.Event | None):
+        self.send = send
+        self.cap = cap
+        self.stop = stop
+        self.running: set[asyncio.Task[None]] = set()
+        self.errors: list[BaseException] = []
+        self.wake = asyncio.Event()  # a task ended, or the stop came
+        self.sent = 0
+        self.finished = 0
+        self.stopped: asyncio.Task[bool] | None = None
+        if stop is not None:
+            self.stopped = asyncio.create_task(stop.wait())
+            self.stopped.add_done_callback(lambda _: self.wake.set())
+
+    def stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def raise_first_error(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+    async def admit(self, items: Iterable[T], arrivals: Iterator[float]) -> bool:
+        """Starts each item at its arrival time once a slot is free; False when a stop cut it short."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        for item, offset in zip(items, arrivals):
+            self.raise_first_error()
+            delay = t0 + offset - loop.time()
+            if delay > 0:
+                await _sleep_unless(self.stop, delay)
+            while self.cap is not None and len(self.running) >= self.cap and not (self.stopping() or self.errors):
+                await self.woken()  # FIFO: the next item enters when a slot frees
+            self.raise_first_error()
+            if self.stopping():
+                return False
+            task = asyncio.create_task(self.one(item))
+            self.running.add(task)
+            task.add_done_callback(self.ended)
+            self.sent += 1
+        return True
+
+    async def drain(self, grace_s: float) -> None:
+        """Waits for the tasks in flight; once stopped, for at most `grace_s` more seconds."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None  # end of the grace period once stopped
+        while self.running and not self.errors:
+            if deadline is None and self.stopping():
+                deadline = loop.time() + grace_s
+            if not await self.woken(None if deadline is None else max(0.0, deadline - loop.time())):
+                break  # the grace period is over: cancel_rest cancels the rest
+        self.raise_first_error()
+
+    async def one(self, item: T) -> None:
+        if self.errors or self.stopping():  # admitted, but a failure or the stop came before it ran
             return
         try:
-            await send(item)
+            await self.send(item)
         except Exception as exc:
-            errors.append(exc)  # at once: items already admitted behind it do not start
+            self.errors.append(exc)  # at once: items already admitted behind it do not start
             raise
-        finished += 1
+        self.finished += 1
 
-    def ended(task: asyncio.Task) -> None:
-        running.discard(task)
+    def ended(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved (it is in `errors`)
-        wake.set()
+        self.wake.set()
 
-    async def woken(timeout: float | None = None) -> bool:
-        """Waits for the next `wake` (clear it first); False when `timeout` passed instead."""
+    async def woken(self, timeout: float | None = None) -> bool:
+        """Clears `wake`, then waits for the next one; False when `timeout` passed instead."""
+        self.wake.clear()
         try:
-            await asyncio.wait_for(wake.wait(), timeout)
+            await asyncio.wait_for(self.wake.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         return True
 
-    stopped = None
-    if stop is not None:
-        stopped = asyncio.create_task(stop.wait())
-        stopped.add_done_callback(lambda _: wake.set())
-    t0 = loop.time()
-    all_sent = False
-    try:
-        for item, offset in zip(items, shape.arrivals(count if count is not None else len(items) if isinstance(items, Sized) else None)):
-            if errors:
-                raise errors[0]
-            delay = t0 + offset - loop.time()
-            if delay > 0:
-                await _sleep_unless(stop, delay)
-            while cap is not None and len(running) >= cap and not (stopping() or errors):
-                wake.clear()
-                await woken()  # FIFO: the next item enters when a slot frees
-            if errors:
-                raise errors[0]
-            if stopping():
-                break
-            task = asyncio.create_task(one(item))
-            running.add(task)
-            task.add_done_callback(ended)
-            sent += 1
-        else:
-            all_sent = True
-        deadline: float | None = None  # end of the grace period once stopped
-        while running and not errors:
-            if deadline is None and stopping():
-                deadline = loop.time() + grace_s
-            wake.clear()
-            if not await woken(None if deadline is None else max(0.0, deadline - loop.time())):
-                break  # the grace period is over: the finally cancels the rest
-        if errors:
-            raise errors[0]
-        return all_sent and finished == sent
-    finally:
-        if stopped is not None:
-            stopped.cancel()
-        left = list(running)
+    async def cancel_rest(self) -> None:
+        if self.stopped is not None:
+            self.stopped.cancel()
+        left = list(self.running)
         for t in left:
             t.cancel()
         # Collect every outcome so no task exception goes unretrieved.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from omnicli.driver.drive import drive
 from omnicli.driver.load import LoadShape
 from omnicli.driver.records import Prompt, RequestRecord
-from omnicli.engine.request import EngineDead, EngineStats
+from omnicli.engine.request import EngineStats
 
 if TYPE_CHECKING:
     from omnicli.engine.request import EngineLike
@@ -66,7 +66,7 @@ async def run_round(
     driven = await drive(engine, prompts, shape, id_prefix=id_prefix, keep_pcm=keep_pcm, on_record=on_done, stop=stop,
                          grace_s=grace_s)
     if driven.engine_error is not None:
-        raise EngineDead(driven.engine_error)
+        raise driven.engine_error  # the EngineDead the drive ended with
     records = sorted(driven.records, key=lambda r: r.start)
     return RoundResult(records=records, stats=driven.stats, complete=driven.complete)
 

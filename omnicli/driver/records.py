@@ -1,7 +1,8 @@
 """What the request driver takes and gives: `Prompt` in, `RequestRecord` out.
 
 A record holds what one request did: submission time, each chunk's arrival
-and size, its audio (when kept) and outcome. The per-request timing
+and size, its audio (when kept) and its `Outcome` (one field: ok, failed,
+rejected before it became a request, or left pending by a stop). The per-request timing
 formulas (docs/metrics.md: audio_ttfp, e2el, audio_rtf, audio_underrun) live
 here beside it; the aggregates over many records are in
 `omnicli.benchmark.metrics`.
@@ -12,11 +13,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
-from omnicli.engine.request import RequestInfo, TTSRequest
+from omnicli.engine.request import FinishReason, RefCache, RequestInfo, TTSRequest
+
+
+class Outcome(str, Enum):
+    """What happened to one request (the values are what a results row's status could hold)."""
+
+    OK = "ok"
+    FAILED = "failed"  # the engine or the request failed it: `error` says why
+    REJECTED = "rejected"  # its input never became a request (a bad reference): `error` says why
+    LEFT_PENDING = "left_pending"  # cut off by a stop: not its fault, a resume retries it
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -27,7 +41,8 @@ class Prompt:
     timing), or `load` builds it when the driver submits it (synth: one
     reference in memory per request in flight); `load` may raise
     `omnicli.driver.inputs.InputError`, which fails that prompt alone.
-    `item` is the caller's own object (a manifest row), handed back.
+    `item` is the caller's own object (synth: its manifest row), handed back
+    in the record; the driver never reads it.
     """
 
     utt: str
@@ -38,7 +53,12 @@ class Prompt:
     item: Any = None
 
     def build(self, request_id: str) -> TTSRequest:
-        request = self.request if self.request is not None else self.load()
+        if self.request is not None:
+            request = self.request
+        elif self.load is not None:
+            request = self.load()
+        else:
+            raise ValueError(f"prompt {self.utt!r} has neither a request nor a way to load one")
         return dataclasses.replace(request, request_id=request_id)
 
 
@@ -92,20 +112,33 @@ class RequestRecord:
     sample_rate: int
     chunk_times: list[float] = field(default_factory=list)
     chunk_samples: list[int] = field(default_factory=list)
-    error: str | None = None
-    ref_cache: str = "none"
-    finish_reason: str | None = None
+    error: str | None = None  # why it did not end ok (the message of `outcome`)
+    ref_cache: RefCache = "none"  # the engine's RequestInfo.ref_cache
+    finish_reason: FinishReason | None = None  # the engine's RequestInfo.finish_reason, of an ok request
     text: str = ""
     reference: str | None = None
     pcm: np.ndarray | None = None  # kept only when audio is saved or judged
     info: RequestInfo | None = None  # the engine's facts (also of a failed request)
-    rejected: bool = False  # its input never became a request (error says why)
     prompt: Prompt | None = None  # what was offered, handed back to the caller
     arrival: float | None = None  # perf_counter() its load shape offered it at (before waiting for a slot)
+    outcome: Outcome = Outcome.OK  # FAILED when built with an `error` and no outcome
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.outcome is Outcome.OK:
+            self.outcome = Outcome.FAILED
+
+    def end_with(self, outcome: Outcome, error: str | None = None) -> None:
+        """Sets the outcome and its message together (the one way `drive` ends a record badly)."""
+        self.outcome, self.error = outcome, error
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.outcome is Outcome.OK
+
+    @property
+    def rejected(self) -> bool:
+        """Its input never became a request (`error` says why): nothing to judge or keep."""
+        return self.outcome is Outcome.REJECTED
 
     @property
     def prompt_tokens(self) -> int:
@@ -166,6 +199,18 @@ class RequestRecord:
     @property
     def audio_rtf(self) -> float | None:
         return audio_rtf(self.e2el, self.audio_duration)
+
+    @property
+    def e2el_to_last_chunk(self) -> float | None:
+        """Last chunk's delivery minus submission, also of a request that failed after some audio
+        (`e2el` then runs to the failure); None without chunks. The e2el of a results row."""
+        return self.chunk_times[-1] - self.start if self.chunk_times else None
+
+    @property
+    def rtf_to_last_chunk(self) -> float | None:
+        """`e2el_to_last_chunk` / audio duration: the rtf of a results row (None without either)."""
+        e2el = self.e2el_to_last_chunk
+        return audio_rtf(e2el, self.audio_duration) if e2el else None
 
     @property
     def audio_underrun(self) -> float:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
 
 FinishReason = Literal["stop", "length"]
+RefCache = Literal["hot", "cold", "none"]  # whether the reference's codes were cached
 
 
 @dataclass
@@ -54,7 +55,7 @@ class RequestInfo:
     """Per-request facts known when the request ends (carried by the last chunk)."""
 
     finish_reason: FinishReason = "stop"
-    ref_cache: Literal["hot", "cold", "none"] = "none"
+    ref_cache: RefCache = "none"
     prompt_tokens: int = 0
     talker_tokens: int = 0
     codec_frames: int = 0

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from omnicli.errors import UsageError
 from omnicli.evaluation.summaries import EvalSummary
-from omnicli.synth_results import SynthResult, SynthSummary
+from omnicli.synth.results import SynthResult, SynthSummary
 
 MAX_DEPTH = 4  # OUT/<pass>/eval/ is three levels below a bench --audio-out folder
 SIDECAR_PREFIX = "failed_speech_"

@@ -2,12 +2,13 @@
 
     coordinator (`omni synth --ray`)            actor (one Engine each, on any node)
       holds OUT's lock, plans the resume          checks the coordinator's probe file in OUT
-      writes a probe file into OUT                starts its Engine from the coordinator's profile
-      rows -> Ray Data, one JSON string each      per batch of rows: `SynthRun.drive_rows`
-      polls the board every POLL_S:                 (wav written atomically into OUT), and
-        appends new results to results.jsonl        reports each result to the board at once
-        feeds the progress bar                    a dead engine: the actor exits, Ray restarts
-      writes summary.json (the command)             it and retries its batch (capped)
+      writes a probe file into OUT                starts its Engine from the coordinator's profile,
+      rows -> Ray Data, one JSON string each        writes the engine's run files into OUT
+      polls the board every POLL_S:               per batch of rows: `SynthRun.drive_rows`
+        appends new results to results.jsonl        (wav written atomically into OUT), and
+        feeds the progress bar                      reports each result to the board at once
+      writes summary.json (`omnicli.synth`)       a dead engine: the actor exits, Ray restarts
+                                                    it and retries its batch (capped)
 
 The board (`ProgressBoard`, a CPU-less actor) is how rows reach the coordinator one
 by one: rows returned by a Ray Data UDF arrive in batches, seconds late. It
@@ -42,12 +43,13 @@ from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 from omnicli.scaleout.cluster import EngineResources, RayCluster
 from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, remove_stale_probes, write_probe
-from omnicli.synth_results import SynthResult
+from omnicli.synth.plan import RESULTS
+from omnicli.synth.results import SynthResult
+from omnicli.synth.run import SynthRun
 
 if TYPE_CHECKING:
     from omnicli.engine.request import EngineLike
     from omnicli.profile import ResolvedProfile
-from omnicli.synthesis import RESULTS, SynthRun, tidy_out_dir
 
 POLL_S = 0.25  # how often the coordinator collects finished rows, and actors look for a stop
 STOP_SLACK_S = 10.0  # after a stop, beyond the grace period: how long the coordinator waits for actors to return
@@ -82,6 +84,7 @@ class Event:
     START_FAILED = "start_failed"  # an engine could not start: the run ends, exit 3
     ENGINE_DIED = "engine_died"  # an engine died serving: its actor exits and is restarted
     OUTPUT = "output"  # OUT cannot be written (disk full): the run stops, exit 4
+    WROTE = "wrote"  # an engine wrote a run file into OUT (vLLM-Omni's deploy overlay): message is its path
 
 
 class ProgressBoard:
@@ -139,7 +142,7 @@ class ProgressBoard:
 class ActorSpec:
     """What every engine actor needs, sent once by the coordinator (must pickle)."""
 
-    resolved: Any  # the ResolvedProfile: the same settings, digest and platform on every node
+    resolved: ResolvedProfile  # the same settings, digest and platform on every node
     out_dir: Path
     probe: Path  # the coordinator's probe file in out_dir (shared storage check)
     concurrency: int = 8
@@ -174,7 +177,10 @@ class SynthActor:
     for unit tests; Ray Data builds the actor from `spec` and `board` alone.
     """
 
-    def __init__(self, spec: ActorSpec, board, *, start_engine: Callable = _start_engine, die: Callable[[int], Any] = _exit_process):
+    def __init__(
+        self, spec: ActorSpec, board: Any, *, start_engine: Callable = _start_engine,
+        die: Callable[[int], Any] = _exit_process,
+    ):
         import ray
 
         from omnicli.engine import EngineError
@@ -201,6 +207,10 @@ class SynthActor:
             raise
         device, seconds = self.engine.device, self.engine.startup_seconds
         ray.get(board.event.remote(Event.STARTED, f"{self.host} ({device}) in {seconds:.1f}s"))
+        # What a local run writes beside its rows (the deploy overlay the profile became); every
+        # actor writes the same file, atomically, so the last one standing is whole.
+        for path in self.engine.write_run_files(spec.out_dir):
+            ray.get(board.event.remote(Event.WROTE, str(path)))
 
     def _on_loop(self, coro) -> Future:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -259,9 +269,10 @@ class RayOutcome:
 
 
 class RaySynthRun:
-    """The coordinator of `omni synth --ray`: the same interface as `SynthRun` to the
-    command and `build_synth_summary` (results, engine_error, output_error,
-    left_pending, wall_seconds, stop, grace_s), with the engines in Ray actors.
+    """The coordinator of `omni synth --ray`: the same interface as `SynthRun` to
+    `omnicli.synth` and `build_synth_summary` (`omnicli.synth.run.RowRun`: results,
+    engine_error, output_error, left_pending, wall_seconds, grace_s, model_name; and
+    `stop`), with the engines in Ray actors. OUT is tidied by the caller, before and after.
 
     Call `run(rows)` with `cluster` open; it blocks. `stop` (a threading.Event,
     set from any thread) stops admitting rows: actors let requests in flight
@@ -274,7 +285,7 @@ class RaySynthRun:
         cluster: RayCluster,
         out_dir: Path,
         *,
-        resolved,
+        resolved: ResolvedProfile,
         concurrency: int = 8,
         max_new_tokens: int | None = None,
         retainer: Retainer | None = None,
@@ -288,7 +299,6 @@ class RaySynthRun:
         self.resources: EngineResources = cluster.resources
         self.out_dir = out_dir
         self.resolved = resolved
-        self.engine = None  # the engines live in the actors (build_synth_summary reads the model from the profile)
         self.concurrency = max(1, concurrency)
         self.max_new_tokens = max_new_tokens
         self.retainer = retainer  # the actors keep the audio in its folder; this one counts it for the summary
@@ -307,21 +317,26 @@ class RaySynthRun:
         self.outcome = RayOutcome()
         self._last_death: str | None = None
         self._first_ready: float | None = None  # perf_counter when the first engine was ready
+        self._wrote: set[str] = set()  # run files the actors wrote into OUT
+
+    @property
+    def model_name(self) -> str:
+        return self.resolved.profile.model  # the engines live in the actors: the profile's family
 
     def run(self, rows: list[ManifestRow]) -> list[SynthResult]:
         ray = self.cluster.ray
         assert ray is not None, "open the RayCluster first"
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        tidy_out_dir(self.out_dir)
-        remove_stale_probes(self.out_dir)  # left by a driver killed with kill -9
+        remove_stale_probes(self.out_dir)  # left by a Ray driver killed with kill -9
         probe = write_probe(self.out_dir)
         board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         t0 = time.perf_counter()
         failure: list[BaseException] = []
         try:
             spec = ActorSpec(
-                resolved=self.resolved, out_dir=self.out_dir.resolve(), probe=probe.resolve(), concurrency=self.concurrency,
-                max_new_tokens=self.max_new_tokens, keep_failed=self.retainer.directory.resolve() if self.retainer else None, grace_s=self.grace_s,
+                resolved=self.resolved, out_dir=self.out_dir.resolve(), probe=probe.resolve(),
+                concurrency=self.concurrency, max_new_tokens=self.max_new_tokens,
+                keep_failed=self.retainer.directory.resolve() if self.retainer else None, grace_s=self.grace_s,
             )
             if self.cluster.quiet:
                 # Our bar is the progress display, and a failed pool is explained in our words
@@ -340,7 +355,6 @@ class RaySynthRun:
             remove_probe(probe)
             with contextlib.suppress(Exception):  # on a joined cluster it would outlive the run
                 ray.kill(board)
-            tidy_out_dir(self.out_dir)
         if failure and not self.stop.is_set():
             self._explain(failure[0])
         return self.results
@@ -402,17 +416,9 @@ class RaySynthRun:
                     self._stop_for_output(f"cannot write {self.out_dir / RESULTS}: {exc}")
                     continue  # not recorded: a re-run redoes it
                 self.results.append(result)
-                self._count_retained(result)
+                if self.retainer is not None:  # an actor kept it: counted here for the summary
+                    self.retainer.count(kept=bool(result.retained), error=result.retention_error)
                 self.on_result(result)
-
-    def _count_retained(self, result: SynthResult) -> None:
-        if self.retainer is None:
-            return
-        if result.retained:
-            self.retainer.kept += 1
-        if result.retention_error:
-            self.retainer.errors += 1
-            self.retainer.error_messages.append(result.retention_error)
 
     def _on_event(self, kind: str, message: str) -> None:
         if kind == Event.STARTED:
@@ -433,6 +439,9 @@ class RaySynthRun:
             self.stop.set()
         elif kind == Event.OUTPUT:
             self._stop_for_output(message)
+        elif kind == Event.WROTE and message not in self._wrote:
+            self._wrote.add(message)
+            self.on_note(f"wrote {message}")
 
     def _stop_for_output(self, message: str) -> None:
         self.output_error = self.output_error or message
@@ -443,7 +452,9 @@ class RaySynthRun:
         if self.engine_error or self.storage_error or self.output_error:
             return
         if self._last_death is not None:
-            self.engine_error = f"engine died {self._last_death} (an engine actor is restarted at most {self.resources.actor_options()['max_restarts']} times)"
+            restarts = self.resources.actor_options()["max_restarts"]
+            self.engine_error = (f"engine died {self._last_death} "
+                                 f"(an engine actor is restarted at most {restarts} times)")
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             self.engine_error = f"the Ray actor pool failed: {type(exc).__name__}: {first}"
@@ -482,7 +493,8 @@ def unreachable_head(address: str | None, timeout_s: float = 5.0) -> str | None:
     except ValueError:
         return f"--ray-address {address}: expected auto or HOST:PORT"
     except OSError as exc:
-        return f"nothing answers at --ray-address {address} ({exc.strerror or exc}): start the head with `ray start --head` or check the address"
+        return (f"nothing answers at --ray-address {address} ({exc.strerror or exc}): "
+                "start the head with `ray start --head` or check the address")
 
 
 @contextlib.contextmanager

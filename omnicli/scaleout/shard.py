@@ -24,7 +24,7 @@ from omnicli.atomic import iter_jsonl
 from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, RowError
 
-# omnicli.synthesis.SUMMARY and RESULTS; not imported from there, so that `omni --help`
+# omnicli.synth.plan.SUMMARY and RESULTS; not imported from there, so that `omni --help`
 # (which builds the --shard option's parser) does not load the synthesis modules.
 SUMMARY = "summary.json"
 RESULTS = "results.jsonl"

@@ -1,0 +1,111 @@
+"""summary.json: totals over every row of the run's manifest, from results.jsonl."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omnicli import __version__
+from omnicli.atomic import write_json_atomic
+from omnicli.manifest import Manifest
+from omnicli.synth.plan import SUMMARY, latest_result_lines
+from omnicli.synth.results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
+    from omnicli.retention import Retainer
+    from omnicli.synth.run import RowRun
+
+
+def build_synth_summary(
+    manifest: Manifest,
+    out_dir: Path,
+    run: RowRun | None,
+    *,
+    resolved: ResolvedProfile,
+    limit: int | None = None,
+    interrupted: bool = False,
+    engine_error: str | None = None,
+    output_error: str | None = None,
+    retainer: Retainer | None = None,
+    started_at: str = "",
+    shard: str | None = None,
+) -> SynthSummary:
+    """Totals over every row of `manifest` (already cut by --limit and --shard; `limit` and
+    `shard` are only recorded), from results.jsonl: this run and earlier ones."""
+    latest = latest_result_lines(out_dir)
+    num_ok, ok_audio, failed = 0, 0.0, []
+    for row in manifest.rows:
+        line = latest.get(row.utt)
+        result = SynthResult.model_validate_json(line) if line is not None else None
+        if result is not None and result.status == Status.OK:
+            num_ok += 1
+            ok_audio += result.audio_seconds
+        elif result is not None:
+            failed.append(result)
+    del latest
+    this_run = list(run.results) if run else []
+    run_audio = sum(r.audio_seconds for r in this_run)
+    wall = run.wall_seconds if run else 0.0
+    num_rows = len(manifest.rows)
+    return SynthSummary(
+        manifest=str(manifest.path),
+        out_dir=str(out_dir),
+        num_rows=num_rows,
+        num_invalid_rows=len(manifest.errors),
+        num_ok=num_ok,
+        num_failed=len(failed),
+        num_pending=num_rows - num_ok - len(failed),
+        audio_seconds=round(ok_audio, 3),
+        interrupted=interrupted,
+        # A stop the user asked for is not an engine error, though it may look like one
+        # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
+        engine_error=None if interrupted else engine_error or (run.engine_error if run else None),
+        output_error=output_error,
+        this_run=ThisRun(
+            attempted=len(this_run),
+            ok=sum(r.status == Status.OK for r in this_run),
+            failed=sum(r.status == Status.FAILED for r in this_run),
+            left_pending=list(run.left_pending) if run else [],
+            wall_seconds=round(wall, 3),
+            audio_seconds=round(run_audio, 3),
+            audio_throughput=round(run_audio / wall, 4) if wall else 0.0,
+        ),
+        retention=None if retainer is None else RetentionTotals(
+            dir=str(retainer.directory), kept=retainer.kept, errors=retainer.error_messages,
+        ),
+        invalid_rows=[str(e) for e in manifest.errors],
+        limit=limit,
+        shard=shard,
+        failed=[FailedRow(utt=r.utt, line=r.line, error=r.error) for r in failed],
+        model=run.model_name if run else resolved.profile.model,
+        profile=resolved.to_dict(),
+        profile_name=resolved.name,
+        profile_digest=resolved.digest,
+        started_at=started_at,
+        finished_at=_now(),
+        omni_version=__version__,
+    )
+
+
+def write_summary(out_dir: Path, summary: SynthSummary) -> Path:
+    return write_json_atomic(out_dir / SUMMARY, summary.model_dump(mode="json"))
+
+
+def write_summary_or_drop(out_dir: Path, summary: SynthSummary) -> str | None:
+    """Writes summary.json; when that fails, removes an older one (it would contradict
+    results.jsonl; a re-run rebuilds it) and returns why, as an output error."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_summary(out_dir, summary)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            (out_dir / SUMMARY).unlink(missing_ok=True)
+        return f"cannot write to {out_dir}: {exc}"
+    return None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
