@@ -142,7 +142,7 @@ def real_figures(base: Path, rows: int, concurrency: int) -> None:
 BENCH = """
 import asyncio, sys, time
 import numpy as np
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.engine.request import AudioChunk, EngineStats, RequestInfo
 
@@ -158,13 +158,15 @@ class StandIn:
             yield AudioChunk(np.full(800, 0.1, np.float32), i == 1, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 1 else None)
     def stats(self):
         return EngineStats()
+    def write_run_files(self, run_dir):
+        return []
     async def close(self):
         pass
 
 async def start(resolved):
     return StandIn()
 
-bench_cmd._start_engine = start
+bench_entry.start_engine = start
 app(["bench", "-n", sys.argv[1], "-c", "8"], prog_name="omni")
 """
 

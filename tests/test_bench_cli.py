@@ -14,7 +14,7 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
 from omnicli.engine.request import EngineError
@@ -32,7 +32,7 @@ def no_engine(monkeypatch):
     async def refuse(resolved):
         raise AssertionError("the engine must not start on a usage error")
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", refuse)
+    monkeypatch.setattr(bench_entry, "start_engine", refuse)
 
 
 def write_manifest(folder: Path, texts: list[str]) -> Path:
@@ -102,7 +102,7 @@ def test_engine_start_failure_exits_3(monkeypatch, tmp_path):
     async def broken(resolved):
         raise EngineError("talker process exited during start-up")
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", broken)
+    monkeypatch.setattr(bench_entry, "start_engine", broken)
     result = runner.invoke(app, ["bench", "-n", "2", "--result-dir", str(tmp_path)])
     assert result.exit_code == 3
     text = " ".join(result.output.split())  # undo terminal wrapping
@@ -165,7 +165,7 @@ def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monke
         engines.append(FakeEngine(hang_after=3, hang_s=0.05))  # -n 3: the c1 pass completes
         return engines[-1]
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", hangs_in_the_second_pass)
+    monkeypatch.setattr(bench_entry, "start_engine", hangs_in_the_second_pass)
     result = runner.invoke(app, ["bench", "-c", "1,2", "-n", "3", "--result-dir", str(tmp_path), "--result-filename", "r.json"])
     text = " ".join(result.output.split())
     assert result.exit_code == 3, text
@@ -183,7 +183,7 @@ def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monke
 STAND_IN_BENCH = """
 import asyncio, subprocess, sys, time
 import numpy as np
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestInfo
 
@@ -219,6 +219,9 @@ class StandIn:
     def stats(self):
         return EngineStats()
 
+    def write_run_files(self, run_dir):
+        return []
+
     async def close(self):
         self.child.terminate()
         self.child.wait()
@@ -233,7 +236,7 @@ async def start(resolved):
     return engine
 
 
-bench_cmd._start_engine = start
+bench_entry.start_engine = start
 app(["bench", "-c", "1,2", "-n", "8", "--result-dir", out, "--result-filename", "r.json"], prog_name="omni")
 """
 

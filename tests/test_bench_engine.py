@@ -3,6 +3,7 @@
 import pytest
 
 from omnicli.benchmark import BenchPlan, BenchSession, LoadShape, ProfileRun, build_run, load_prompts
+from omnicli.driver.pool import LocalPool
 
 pytestmark = pytest.mark.engine
 
@@ -37,7 +38,7 @@ def test_concurrency_1_and_8_on_omni_tiny(engine_harness):
     async def lend(resolved):
         return Borrowed(engine)
 
-    session = BenchSession([ProfileRun("test", engine.resolved)], prompts, plan, lend)
+    session = BenchSession([ProfileRun("test", engine.resolved)], prompts, plan, LocalPool.factory(lend))
     c1, c8 = engine_harness.run(session.run())
 
     for res in (c1, c8):

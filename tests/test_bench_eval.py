@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
 
@@ -22,7 +22,7 @@ def no_engine(monkeypatch):
     async def refuse(resolved):
         raise AssertionError("the engine must not start on a usage error")
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", refuse)
+    monkeypatch.setattr(bench_entry, "start_engine", refuse)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from omnicli.benchmark.session import BenchPlan, EngineStartError
 from omnicli.commands.bench_export import text_lines
 from omnicli.commands.bench_tables import interleaved_tables
 from omnicli.driver import LoadShape
+from omnicli.driver.pool import LocalPool
 from tests.test_bench_session import FakeEngine, Recorder, StopAt, run_stopped, session_for
 
 
@@ -86,7 +87,7 @@ def test_an_engine_that_cannot_start_beside_the_other_turns_into_one_engine_per_
 
     session = session_for([], ["a"] * 3, BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3, warmup_requests=2, interleave=True),
                           labels=("a", "b"), observer=obs)
-    session.start_engine = start
+    session.pools = LocalPool.factory(start)
     results = asyncio.run(session.run())
     assert len(engines) == 1 + 6 and all(e.closed for e in engines) and not open_now  # the warm one, then one per round
     warnings = [e[1] for e in obs.events if e[0] == "warning"]
@@ -103,7 +104,7 @@ def test_a_first_engine_that_cannot_start_is_an_error_not_a_fallback():
         raise RuntimeError("no such model")
 
     session = session_for([], ["a"], BenchPlan(shapes=[LoadShape()], rounds=3, interleave=True), labels=("a", "b"))
-    session.start_engine = start
+    session.pools = LocalPool.factory(start)
     with pytest.raises(EngineStartError, match="'a'.*no such model"):
         asyncio.run(session.run())
 
@@ -175,7 +176,7 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
 
     from typer.testing import CliRunner
 
-    import omnicli.commands.bench as bench_cmd
+    import omnicli.benchmark.entrypoint as bench_entry
     from omnicli.cli import app
     from tests.test_dropin_ci_engine import CrossLoopEngine
 
@@ -185,7 +186,7 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
         starts.append(resolved.name)
         return CrossLoopEngine(engine_harness)
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    monkeypatch.setattr(bench_entry, "start_engine", start)
     result = CliRunner().invoke(app, ["bench", "-p", "cpu", "--compare", "cpu", "--interleave", "--rounds", "3", "-n", "2",
                                       "-c", "2", "--max-new-tokens", "16", "--format", "text", "--result-dir", str(tmp_path),
                                       "--result-filename", "ab.json"])

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.benchmark.audio_out import RoundOutputs
+from omnicli.benchmark.entrypoint import BenchRunObserver, score_passes
 from omnicli.cli import app
 from tests.conftest import fill_up
 from tests.test_bench_session import FakeEngine
@@ -33,7 +34,7 @@ def engines(monkeypatch):
         started.append(FakeEngine(samples=30_000))  # 3 chunks: 90,000 16-bit samples, ~180 KB a wav
         return started[-1]
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    monkeypatch.setattr(bench_entry, "start_engine", start)
     return started
 
 
@@ -104,7 +105,7 @@ def test_eval_never_scores_a_pass_with_clips_missing(tmp_path):
             return {"metrics": ["wer"], "seed_wer_mean": 0.1}
 
     report = SimpleNamespace(extras={})
-    bench_cmd._score_passes(Scorer(), SimpleNamespace(results=results), outputs, [], report)
+    score_passes(Scorer(), results, outputs, [], report, BenchRunObserver())
     assert scored == [outputs.pass_dir(run, shapes[0])]
     assert report.extras["a/c2"]["eval"]["error"] == f"2 clip(s) could not be written to {outputs.pass_dir(run, shapes[1])}: not scored"
 

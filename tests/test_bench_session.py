@@ -15,6 +15,7 @@ import pytest
 
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
 from omnicli.driver import LoadShape, Prompt, run_request
+from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from tests import virtual_time
 
@@ -73,6 +74,9 @@ class FakeEngine:
         return EngineStats(talker_tokens=self.tokens, talker_time_s=self.tokens / 1000, codec_steps=self.tokens // 10,
                            codec_rows=self.tokens // 10)
 
+    def write_run_files(self, run_dir):
+        return []  # as the native engine: nothing beside the results
+
     async def close(self):
         self.closed = True
 
@@ -107,7 +111,7 @@ def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwarg
 
     kwargs = engine_kwargs or {}
     runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=kwargs.get(label, {}))) for label in labels]
-    return BenchSession(runs, prompts(texts), plan, start, observer)
+    return BenchSession(runs, prompts(texts), plan, LocalPool.factory(start), observer)
 
 
 # --- runner ---
@@ -316,7 +320,8 @@ def test_engine_start_failure_is_reported_per_profile():
     async def start(profile):
         raise RuntimeError("no such model")
 
-    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), BenchPlan(shapes=[LoadShape()]), start)
+    plan = BenchPlan(shapes=[LoadShape()])
+    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), plan, LocalPool.factory(start))
     with pytest.raises(EngineStartError, match="'x'.*no such model"):
         asyncio.run(session.run())
 

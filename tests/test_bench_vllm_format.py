@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.benchmark.vllm_format import parse_metadata, parse_percentile_metrics, read_results, result_filename, vllm_result, write_result
 from omnicli.cli import app
 
@@ -65,7 +65,7 @@ def fake_engine(monkeypatch):
     async def start(resolved):
         return FakeEngine()
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    monkeypatch.setattr(bench_entry, "start_engine", start)
 
 
 def test_save_result_writes_one_vllm_file_per_run_beside_the_summary(fake_engine, tmp_path):

@@ -11,7 +11,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from tests import vllm_readers
 from tests.conftest import DEMO_MANIFEST
@@ -70,7 +70,7 @@ def test_vllm_omni_ci_command_line_and_threshold_check(engine_harness, monkeypat
     async def start(resolved):
         return CrossLoopEngine(engine_harness)
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    monkeypatch.setattr(bench_entry, "start_engine", start)
     dataset = tmp_path / "seed-tts-eval"
     shutil.copytree(DEMO_MANIFEST.parent, dataset / "en")
     params = {**CI_PARAMS, "dataset_path": str(dataset)}

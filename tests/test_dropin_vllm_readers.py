@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-import omnicli.commands.bench as bench_cmd
+import omnicli.benchmark.entrypoint as bench_entry
 import omnicli.commands.bench_vllm as bench_vllm
 from omnicli.cli import app
 from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo, TTSRequest
@@ -53,6 +53,9 @@ class TokenEngine:
     def stats(self) -> EngineStats:
         return EngineStats()
 
+    def write_run_files(self, run_dir):
+        return []
+
     async def close(self) -> None:
         pass
 
@@ -64,7 +67,7 @@ def engine(monkeypatch):
     async def start(resolved):
         return fake
 
-    monkeypatch.setattr(bench_cmd, "_start_engine", start)
+    monkeypatch.setattr(bench_entry, "start_engine", start)
     return fake
 
 

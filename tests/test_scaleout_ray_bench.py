@@ -9,10 +9,10 @@ real Ray actors, the last test the real omni-tiny engine through the CLI.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +24,15 @@ from typer.testing import CliRunner
 from omnicli.benchmark.engines import EnginePass, EnginesPass, build_engines_run, merge_stats, merge_summaries
 from omnicli.benchmark.metrics import summarize
 from omnicli.benchmark.report import build_document
-from omnicli.benchmark.session import BenchPlan, PassResult, ProfileRun, RoundResult
+from omnicli.benchmark.session import (
+    BenchObserver,
+    BenchPlan,
+    BenchSession,
+    EngineStartError,
+    PassResult,
+    ProfileRun,
+    RoundResult,
+)
 from omnicli.cli import app
 from omnicli.commands.bench_export import text_lines
 from omnicli.commands.bench_tables import engine_tables
@@ -190,18 +198,22 @@ async def fake_engines(resolved, index):
 
 
 def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "three", "four"), shapes=(1, 2), **plan):
+    """A session over a Ray pool of `count` fake engines (`engines`: index -> FakeEngine kwargs)."""
     from omnicli.scaleout.cluster import EngineResources
-    from omnicli.scaleout.ray_bench import RayBench
+    from omnicli.scaleout.ray_bench import RayPool
 
     run_spec = ProfileRun("fake", SimpleNamespace(name="fake", digest="d0", engines=engines))
     prompts = [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text="r")) for i, t in enumerate(texts)]
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in shapes], **plan)
-    return RayBench(ray, run_spec, prompts, plan, EngineResources(engines=count), start_engine=fake_engines, poll_s=0.05)
+    pools = RayPool.factory(ray, EngineResources(engines=count), start_engine=fake_engines, poll_s=0.05)
+    return BenchSession([run_spec], prompts, plan, pools)
 
 
 def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
+    from omnicli.scaleout.ray_bench import ray_facts
+
     bench = fake_bench(ray_cluster, {}, warmup_requests=2, rounds=2)
-    results = bench.run()
+    results = asyncio.run(bench.run())
     assert bench.engine_error is None and bench.unfinished is None
     assert [p.shape.concurrency for p in results] == [1, 2]
     for passed in results:
@@ -211,21 +223,22 @@ def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
         assert [e["warmup_requests"] for e in run["per_engine"]] == ([2, 2] if passed.shape.concurrency == 1 else [0, 0])
         ids = [r.request_id for e in passed.engines for rnd in e.result.rounds for r in rnd.records]
         assert len(set(ids)) == 16  # request ids name their engine and round
-    assert bench.nodes == 1 and bench.ray_facts(None)["engines"] == 2
+    from omnicli.scaleout.cluster import EngineResources
+
+    facts = ray_facts(None, EngineResources(engines=2), bench.facts)
+    assert facts["nodes"] == 1 and facts["engines"] == 2
 
 
 def test_an_engine_that_cannot_start_ends_the_run_before_any_round(ray_cluster):
-    from omnicli.scaleout.ray_bench import RayEngineStartError
-
     bench = fake_bench(ray_cluster, {1: {"fail_start": True}})
-    with pytest.raises(RayEngineStartError, match=r"engine 1 \(node \w+\) could not start: RuntimeError: no CUDA device 7"):
-        bench.run()
+    with pytest.raises(EngineStartError, match=r"^engine 1 \(node \w+\) could not start: RuntimeError: no CUDA device 7"):
+        asyncio.run(bench.run())
     assert bench.results == []
 
 
 def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_stops(ray_cluster):
     bench = fake_bench(ray_cluster, {1: {"die_after": 2}})
-    results = bench.run()
+    results = asyncio.run(bench.run())
     assert bench.engine_error == "engine 1: talker process exited"
     (passed,) = results  # the second load shape never ran
     run = build_engines_run(passed)
@@ -235,28 +248,26 @@ def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_st
 
 def test_an_engine_whose_actor_process_dies_is_reported(ray_cluster):
     bench = fake_bench(ray_cluster, {0: {"exit": True}}, shapes=(2,))
-    (passed,) = bench.run()
+    (passed,) = asyncio.run(bench.run())
     assert bench.engine_error.startswith("engine 0: the engine's Ray actor died")
     assert passed.engines[1].error is None and build_engines_run(passed)["completed"] == 4
 
 
 def test_a_stop_drops_the_phase_in_progress(ray_cluster):
-    from omnicli.scaleout.ray_bench import RayBenchObserver
-
     bench = fake_bench(ray_cluster, {0: {"step": 0.3}, 1: {"step": 0.3}}, texts=["t"] * 6, shapes=(1,))
     bench.grace_s = 0.1
     seen = []
 
-    class StopInTheRound(RayBenchObserver):
+    class StopInTheRound(BenchObserver):
         def phase_start(self, description, total):
             seen.append(description)
-            threading.Timer(0.5, bench.stop.set).start()  # as a Ctrl-C during the round
+            asyncio.get_running_loop().call_later(0.5, bench.stop.set)  # as a Ctrl-C during the round
 
         def phase_progress(self, done, failed, audio_seconds):
             seen.append(done)
 
     bench.observer = StopInTheRound()
-    assert bench.run() == []
+    assert asyncio.run(bench.run()) == []
     assert bench.unfinished == "fake c1" and seen[0] == "fake c1"
     assert max(seen[1:]) < 12  # 6 prompts x 2 engines at about 1 s each: cut short
 
@@ -299,7 +310,9 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
 
 
 def test_the_bar_counts_each_request_of_all_engines_once():
-    from omnicli.commands.bench_ray import _RayInterrupts, _RayProgressObserver
+    from omnicli.benchmark.entrypoint import BenchStop
+    from omnicli.commands.bench_console import ConsoleObserver
+    from omnicli.commands.interrupts import BenchInterrupts
 
     calls = []
 
@@ -313,7 +326,7 @@ def test_the_bar_counts_each_request_of_all_engines_once():
         def end(self):
             calls.append("end")
 
-    observer = _RayProgressObserver(Progress(), _RayInterrupts(grace_s=5))
+    observer = ConsoleObserver(Progress(), BenchInterrupts(BenchStop(), graceful_start=True))
     observer.phase_start("cpu c2", 8)
     observer.phase_progress(2, 0, 1.6)
     observer.phase_progress(2, 0, 1.6)  # polled again, nothing new
@@ -326,13 +339,14 @@ def test_the_bar_counts_each_request_of_all_engines_once():
 def test_a_first_signal_is_graceful_even_while_engines_start():
     import signal
 
-    from omnicli.commands.bench_ray import _RayInterrupts
-    from omnicli.commands.interrupts import Phase
+    from omnicli.benchmark.entrypoint import BenchStop
+    from omnicli.commands.interrupts import BenchInterrupts, Phase
 
-    interrupts = _RayInterrupts(grace_s=5)
+    stop = BenchStop()
+    interrupts = BenchInterrupts(stop, graceful_start=True)
     assert interrupts.phase is Phase.STARTING
     interrupts.on_first_signal(signal.SIGINT)  # a forced exit would end this test's process
-    assert interrupts.stop.is_set() and interrupts.interrupted
+    assert stop.requested and interrupts.interrupted
 
 
 @pytest.mark.parametrize("outcome, message", [
@@ -340,15 +354,13 @@ def test_a_first_signal_is_graceful_even_while_engines_start():
     ("dead", "engine failed: engine 0: codec stage stopped"),
 ])
 def test_engine_faults_exit_3_with_the_engines_error(ray_cluster, monkeypatch, outcome, message):
-    from omnicli.scaleout import ray_bench
-
-    def run(self):  # the coordinator's outcome, without starting engines (its own tests run them)
+    async def run(self):  # the session's outcome, without starting engines (its own tests run them)
         if outcome == "start":
-            raise ray_bench.RayEngineStartError("engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
+            raise EngineStartError("cpu", message="engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
         self.engine_error = "engine 0: codec stage stopped"
         return self.results
 
-    monkeypatch.setattr(ray_bench.RayBench, "run", run)
+    monkeypatch.setattr(BenchSession, "run", run)
     result = runner.invoke(app, ["bench", "--ray", "--engines", "2", "-n", "1"])
     assert result.exit_code == 3, result.output
     assert message in " ".join(result.output.split())

@@ -193,7 +193,9 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
 
     prompts = load_prompts(None, num_prompts=4, max_new_tokens=CAP).prompts
     plan = BenchPlan(shapes=[LoadShape(concurrency=1), LoadShape(concurrency=4)], warmup_requests=0)
-    results = omni.run(BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, lend).run())
+    from omnicli.driver.pool import LocalPool
+
+    results = omni.run(BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, LocalPool.factory(lend)).run())
     for result in results:
         run = build_run(result)
         assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (4, 0, 4), run["failures"]

@@ -2,7 +2,7 @@
 
     prompts = load_prompts(None, num_prompts=16).prompts
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 8)], warmup_requests=2)
-    session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, start_engine)
+    session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, LocalPool.factory())
     results = asyncio.run(session.run())
     runs = [build_run(r) for r in results]   # docs/metrics.md keys
 

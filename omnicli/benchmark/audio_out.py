@@ -21,7 +21,7 @@ from omnicli.driver.record_sink import RecordSink, is_output_fault
 from omnicli.retention import Retainer
 
 if TYPE_CHECKING:
-    from omnicli.engine.request import EngineLike
+    from omnicli.driver.pool import EngineFacts
 
 
 def safe_name(text: str) -> str:
@@ -62,7 +62,7 @@ class RoundOutputs:
             return self.audio_dir
         return self.audio_dir / safe_name(f"{run.label}_{shape.label}")
 
-    def handle(self, run: ProfileRun, shape: LoadShape, index: int, result: RoundResult, engine: EngineLike) -> None:
+    def handle(self, run: ProfileRun, shape: LoadShape, index: int, result: RoundResult, engine: EngineFacts) -> None:
         target = self.pass_dir(run, shape)
         resolved = run.profile
         sink = RecordSink(

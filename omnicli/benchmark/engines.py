@@ -19,13 +19,14 @@ The formulas themselves are `omnicli.benchmark.metrics.summarize`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, detailed_lists, summarize
 from omnicli.benchmark.report import build_run
-from omnicli.benchmark.session import PassResult, ProfileRun
-from omnicli.driver import LoadShape, RequestRecord
+from omnicli.benchmark.session import EnginePass, EnginesPass
+from omnicli.driver import RequestRecord
 from omnicli.engine.request import EngineStats
+
+__all__ = ["EnginePass", "EnginesPass", "build_engines_run", "engine_entry", "merge_stats", "merge_summaries"]
 
 # Rates: each engine's own work / own duration, summed over engines.
 SUMMED_RATES = ("request_throughput", "audio_throughput")
@@ -74,42 +75,11 @@ def merge_stats(stats: Sequence[EngineStats]) -> dict:
     return out
 
 
-@dataclass
-class EnginePass:
-    """One engine's share of a pass: its result, or the error that ended it."""
-
-    engine: int
-    node: str | None
-    result: PassResult | None
-    error: str | None = None
-    machine: dict | None = None  # `machine_facts` of the engine's own node
-
-
-@dataclass
-class EnginesPass:
-    """One load shape of one profile, run by every engine at once."""
-
-    profile: ProfileRun
-    shape: LoadShape
-    engines: list[EnginePass]
-
-    @property
-    def label(self) -> str:
-        return f"{self.profile.label}/{self.shape.label}"
-
-    @property
-    def healthy(self) -> list[EnginePass]:
-        return [e for e in self.engines if e.error is None and e.result is not None]
-
-    @property
-    def engine_error(self) -> str | None:
-        errors = [f"engine {e.engine}: {e.error}" for e in self.engines if e.error is not None]
-        return "; ".join(errors) or None
-
-
-def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None, detailed: bool = False) -> dict:
+def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: dict | None,
+                 detailed: bool = False) -> dict:
     """One engine's figures for the pass (`per_engine` of the result file)."""
-    entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error, "machine": engine.machine}
+    entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error,
+                   "machine": engine.machine}
     if engine.result is not None and engine.error is None:
         run = build_run(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
         entry.update({k: v for k, v in run.items() if k not in SHARED_KEYS})
@@ -134,20 +104,21 @@ def build_engines_run(
     healthy = passed.healthy
     if not healthy:
         raise ValueError(f"no engine completed {passed.label}")
-    first = healthy[0].result
+    done = [e.result for e in healthy if e.result is not None]  # every healthy engine has its result
     if machine is None:
         machine = healthy[0].machine
-    run = build_run(first, percentiles=percentiles, machine=machine)
-    run.update(merge_summaries([e.result.record_rounds for e in healthy], percentiles))
-    stats = merge_stats([e.result.stats for e in healthy])
+    run = build_run(done[0], percentiles=percentiles, machine=machine)
+    run.update(merge_summaries([r.record_rounds for r in done], percentiles))
+    stats = merge_stats([r.stats for r in done])
     run.update({k: stats[k] for k in ("talker_tokens", "talker_tokens_per_s", "codec_steps", "codec_frames",
                                       "mean_codec_batch_size", "coalescing_waits", "coalescing_wait_ms")})
     run["engine_stats"] = stats
-    run["started_at"] = min(e.result.started_at for e in healthy)
-    run["warmup_requests"] = sum(e.result.warmup_requests for e in healthy)
-    run["warmup_failed"] = sum(e.result.warmup_failed for e in healthy)
+    run["started_at"] = min(r.started_at for r in done)
+    run["warmup_requests"] = sum(r.warmup_requests for r in done)
+    run["warmup_failed"] = sum(r.warmup_failed for r in done)
     run["num_engines"] = len(passed.engines)
-    run["per_engine"] = [engine_entry(e, percentiles=percentiles, machine=machine, detailed=detailed) for e in passed.engines]
+    run["per_engine"] = [engine_entry(e, percentiles=percentiles, machine=machine, detailed=detailed)
+                         for e in passed.engines]
     run["failures"] = [f for entry in run["per_engine"] for f in entry.get("failures", [])]
     if detailed:
         ok = [entry for entry in run["per_engine"] if entry["engine_error"] is None]

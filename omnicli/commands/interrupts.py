@@ -8,10 +8,15 @@ import signal
 import sys
 import threading
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
 from omnicli.orphans import terminate_children
 from omnicli.signals import StopSignals
+
+if TYPE_CHECKING:
+    from omnicli.benchmark.entrypoint import BenchStop
+    from omnicli.commands.common import RequestProgress
 
 
 class Phase(str, Enum):
@@ -76,6 +81,40 @@ class EngineRunInterrupts:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
+
+
+class BenchInterrupts(EngineRunInterrupts):
+    """Ctrl-C / SIGTERM for one `omni bench`, local or --ray (the policy is shared with `omni synth`).
+
+    The first signal while passes run (with --ray also while engines start: this
+    process only waits on Ray) stops the run: nothing more is submitted,
+    requests in flight get their grace, the engines are closed and the
+    completed passes reported. During a local engine start-up, while scoring,
+    and on a second signal, the engines' processes are ended, the completed
+    passes written, exit 130.
+    """
+
+    forced_note = "completed passes are kept"
+
+    def __init__(self, stop: BenchStop, *, graceful_start: bool = False):
+        super().__init__()
+        self.stop = stop
+        self.engines = "engines are" if graceful_start else "engine is"  # --ray: N engines
+        self.save_lock = stop.save_lock
+        self.graceful_phases = ((Phase.STARTING,) if graceful_start else ()) + (Phase.RUNNING, Phase.CLOSING)
+        self.progress: RequestProgress | None = None
+
+    def request_stop(self, sig: signal.Signals) -> bool:
+        err_console.print(
+            f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get {self.stop.grace_s:g}s to finish, "
+            f"then the {self.engines} closed and completed passes are reported (again to force)"
+        )
+        return self.stop.request()
+
+    def save_partial(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()  # restores the terminal before os._exit
+        self.stop.write_partial()
 
 
 # The message of multiprocessing's resource tracker at its exit, when it unlinks

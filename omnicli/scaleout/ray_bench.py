@@ -1,11 +1,12 @@
 """`omni bench --ray`: N engines, one per Ray actor, running the same passes at the same time.
 
-The coordinator (`RayBench`) starts every engine first and waits until all are
-ready; then each phase (the warmup, each round of each pass) is sent to all
+`RayPool` is the Ray side of the engine-pool seam (omnicli.driver.pool):
+`BenchSession` starts every engine first and waits until all are ready;
+then each phase (the warmup, each round of each pass) is sent to all
 engines at once and the next starts only when every engine has finished it,
 so the engines' rounds overlap as on a fleet under N times the load. Each
 engine gets the whole load shape and prompt set. The records come back to
-the coordinator, which merges them (`omnicli.benchmark.engines`).
+this process, where each pass is merged (`omnicli.benchmark.engines`).
 
 Plain Ray actors, no Ray Data: the work is a few long phases, not a stream
 of rows. A bench engine is never restarted (a fresh engine mid-run would
@@ -15,14 +16,13 @@ measure cold caches); a dead engine is reported with its error instead.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from omnicli.benchmark.engines import EnginePass, EnginesPass
-from omnicli.benchmark.session import BenchPlan, PassResult, ProfileRun, RoundResult, run_round, utc_now, warmup_phase
-from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
+from omnicli.driver import LoadShape, Prompt, RequestRecord
+from omnicli.driver.pool import EngineFacts, EngineStartError, OnProgress, OnRecord, RoundResult, run_round
 from omnicli.engine.request import EngineDead, EngineLike
 from omnicli.scaleout.cluster import EngineResources
 
@@ -30,29 +30,14 @@ if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
 
 CLOSE_TIMEOUT_S = 60.0
-
-
-class RayEngineStartError(RuntimeError):
-    """An engine could not start on its worker; the run ends before any round."""
-
-
-@dataclass
-class PhaseOutcome:
-    """What one engine returns for one phase: its round, or why the engine stopped serving."""
-
-    result: RoundResult | None = None
-    error: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.error is not None or (self.result is not None and self.result.complete)
+WorkerStart = Callable[["ResolvedProfile", int], Awaitable[EngineLike]]  # (resolved profile, engine index) -> engine
 
 
 class BenchWorker:
     """A Ray actor's body: one engine built from the resolved profile, driven a phase at a time."""
 
     def __init__(self, resolved: ResolvedProfile, index: int,
-                 start_engine: Callable[[ResolvedProfile, int], Awaitable[EngineLike]] | None = None):
+                 start_engine: WorkerStart | None = None):
         self.resolved = resolved
         self.index = index
         self.start_engine = start_engine  # (resolved profile, engine index) -> engine; the real Engine by default
@@ -85,24 +70,27 @@ class BenchWorker:
         )
         return facts
 
-    async def phase(self, prompts: Sequence[Prompt], shape: LoadShape, id_prefix: str, grace_s: float) -> PhaseOutcome:
+    async def phase(self, prompts: Sequence[Prompt], shape: LoadShape, id_prefix: str, grace_s: float) -> RoundResult:
+        """One round on this engine; an engine that stopped serving gives a round with its `error`."""
         self._stop = asyncio.Event()
         if self._stopping:
             self._stop.set()
         self._progress = (0, 0, 0.0)
+        if self.engine is None:
+            return RoundResult(records=[], error="the engine is not started")
         try:
             result = await run_round(
                 self.engine, prompts, shape, id_prefix=f"e{self.index}-{id_prefix}", on_done=self._count,
                 stop=self._stop, grace_s=grace_s,
             )
         except EngineDead as exc:
-            return PhaseOutcome(error=str(exc))
+            return RoundResult(records=[], error=str(exc))
         for rec in result.records:  # the coordinator holds the prompts; audio is not kept by a Ray bench
             rec.prompt = None
             rec.pcm = None
-        return PhaseOutcome(result=result)
+        return result
 
-    def _count(self, record) -> None:
+    def _count(self, record: RequestRecord) -> None:
         done, failed, audio_s = self._progress
         self._progress = (done + 1, failed + (record.error is not None), audio_s + record.audio_duration)
 
@@ -122,18 +110,6 @@ class BenchWorker:
             await engine.close()
 
 
-class RayBenchObserver:
-    """Progress hooks of a Ray bench; the command renders them. All optional."""
-
-    def engines_starting(self, count: int, run: ProfileRun) -> None: ...
-    def engine_ready(self, facts: dict) -> None: ...
-    def phase_start(self, description: str, total: int) -> None: ...
-    def phase_progress(self, done: int, failed: int, audio_seconds: float) -> None: ...
-    def phase_end(self) -> None: ...
-    def engines_closing(self) -> None: ...
-    def warning(self, message: str) -> None: ...
-
-
 def _actor_error(exc: BaseException) -> str:
     """The cause of a Ray task failure in one line (a RayTaskError carries the worker's traceback)."""
     cause = getattr(exc, "cause", None)
@@ -143,213 +119,144 @@ def _actor_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[0] if first else ''}"
 
 
-@dataclass
-class RayBench:
-    """Runs `plan` for one profile on `resources.engines` engines of the connected Ray cluster.
+class RayPool:
+    """The engines of one profile, one per actor of the connected Ray cluster (`resources.engines` of them).
 
-    `stop` (a threading.Event, set from any thread) winds the run down as a
-    local Ctrl-C does: engines stop submitting, requests in flight get
-    `grace_s`, the phase is dropped (`unfinished` names it), engines close.
-    Completed passes stay in `results`; `engine_error` says which engine
-    failed when one did (the run then stops after that phase).
+    A stop (the session's event, set on its loop) winds a phase down as a local
+    Ctrl-C does: the engines stop submitting and requests in flight get the
+    grace; during start-up the pool stops waiting and its actors are killed.
     """
 
-    ray: Any  # the `ray` module, connected
-    run_spec: ProfileRun
-    prompts: Sequence[Prompt]
-    plan: BenchPlan
-    resources: EngineResources
-    observer: RayBenchObserver = field(default_factory=RayBenchObserver)
-    grace_s: float = STOP_GRACE_S
-    poll_s: float = 0.25
-    start_engine: Callable[[Any, int], Awaitable[Any]] | None = None  # see BenchWorker
+    per_engine = True
+    graceful_start = True  # this process only waits on Ray: a signal during start-up can stop gracefully
 
-    def __post_init__(self) -> None:
-        if not self.prompts:
-            raise ValueError("no prompts to benchmark")
-        self.stop = threading.Event()
-        self.results: list[EnginesPass] = []
-        self.unfinished: str | None = None
-        self.engine_error: str | None = None
-        self.facts: list[dict] = []
+    def __init__(self, ray: ModuleType, profile: ResolvedProfile, resources: EngineResources, *,
+                 start_engine: WorkerStart | None = None, poll_s: float = 0.25):
+        self.ray = ray
+        self.profile = profile
+        self.resources = resources
+        self.start_engine = start_engine  # see BenchWorker
+        self.poll_s = poll_s
+        self.actors: list[Any] = []  # Ray actor handles
+        self.facts: list[EngineFacts] = []
+        self._shipped: tuple[Sequence[Prompt], Any] | None = None  # the prompts put in Ray's object store once
 
-    @property
-    def nodes(self) -> int:
-        return len({f["node"] for f in self.facts})
+    @classmethod
+    def factory(cls, ray: ModuleType, resources: EngineResources, *, start_engine: WorkerStart | None = None,
+                poll_s: float = 0.25) -> Callable[[ResolvedProfile], RayPool]:
+        return lambda profile: cls(ray, profile, resources, start_engine=start_engine, poll_s=poll_s)
 
     def actor_options(self) -> dict:
         # Never restarted or retried: a replaced engine would be measured cold, mid-pass.
         return {**self.resources.actor_options(), "max_restarts": 0, "max_task_retries": 0}
 
-    def run(self) -> list[EnginesPass]:
-        if self.stop.is_set():
-            return self.results
+    async def start(self, stop: asyncio.Event) -> list[EngineFacts]:
         actor_class = self.ray.remote(**self.actor_options())(BenchWorker)
-        actors = [actor_class.remote(self.run_spec.profile, i, self.start_engine) for i in range(self.resources.engines)]
-        try:
-            self._start(actors)
-            if not self.stop.is_set():
-                self._measure(actors)
-        finally:
-            self._close(actors)
-        return self.results
-
-    # --- phases ----------------------------------------------------------------
-
-    def _start(self, actors: list) -> None:
-        self.observer.engines_starting(len(actors), self.run_spec)
-        refs = [a.start.remote() for a in actors]
-        self._wait(refs, actors, abandon_on_stop=True)
-        if self.stop.is_set():
-            return  # engines still starting are ended by _close
-        facts, failed = [], []
+        self.actors = [actor_class.remote(self.profile, i, self.start_engine) for i in range(self.resources.engines)]
+        refs = [a.start.remote() for a in self.actors]
+        if not await self._wait(refs, stop, abandon_on_stop=True):
+            return []  # engines still starting are ended by close()
+        facts: list[dict] = []
+        failed: list[dict] = []
         for index, ref in enumerate(refs):
             try:
                 got = self.ray.get(ref)
             except Exception as exc:  # the actor died (or could not be placed) before answering
                 got = {"engine": index, "node": None, "error": _actor_error(exc)}
-            facts.append(got)
-            if got["error"] is not None:
-                failed.append(got)
-            else:
-                self.observer.engine_ready(got)
-        self.facts = facts
+            (failed if got["error"] is not None else facts).append(got)
         if failed:
             lines = [f"engine {f['engine']} (node {f['node'] or '?'}) could not start: {f['error']}" for f in failed]
-            raise RayEngineStartError("; ".join(lines))
+            raise EngineStartError(self.profile.name, message="; ".join(lines))
+        self.facts = [EngineFacts(engine=f["engine"], model=f["model"], device=f["device"], sample_rate=f["sample_rate"],
+                                  node=f["node"], machine=f.get("machine")) for f in facts]
+        return self.facts
 
-    def _measure(self, actors: list) -> None:
-        label = self.run_spec.label
-        warm_counts = [(0, 0)] * len(actors)
-        warm = warmup_phase(self.plan, self.prompts)
-        if warm is not None:
-            outcomes = self._phase(actors, f"{label} warmup", warm[0], warm[1], "warmup")
-            if outcomes is None:
-                return
-            if self._note_errors(outcomes):
-                return
-            warm_counts = [(len(o.result.records), sum(1 for r in o.result.records if not r.ok)) for o in outcomes]
-            failed = sum(f for _, f in warm_counts)
-            if failed:
-                self.observer.warning(f"{failed} warmup request(s) failed across the engines")
-        prompts_ref = self.ray.put(self.prompts)  # shipped once, read by every engine
-        for shape in self.plan.shapes:
-            started_at = utc_now()
-            rounds: list[list[RoundResult]] = [[] for _ in actors]
-            errors: list[str | None] = [None] * len(actors)
-            for r in range(self.plan.rounds):
-                desc = f"{label} {shape.label}" + (f" round {r + 1}/{self.plan.rounds}" if self.plan.rounds > 1 else "")
-                outcomes = self._phase(actors, desc, prompts_ref, shape, f"{shape.label}-r{r}", count=len(self.prompts))
-                if outcomes is None:
-                    return
-                for i, o in enumerate(outcomes):
-                    if o.error is not None:
-                        errors[i] = o.error
-                    else:
-                        rounds[i].append(o.result)
-                if any(errors):
-                    break
-            self._add_pass(shape, started_at, rounds, errors, warm_counts)
-            if self._note_errors([PhaseOutcome(error=e) if e else PhaseOutcome() for e in errors]):
-                return
-            warm_counts = [(0, 0)] * len(actors)  # only the first pass follows the warmup
+    async def phase(
+        self, prompts: Sequence[Prompt], shape: LoadShape, id_prefix: str, *, keep_pcm: bool, on_done: OnRecord,
+        on_progress: OnProgress, stop: asyncio.Event, grace_s: float,
+    ) -> list[RoundResult]:
+        """The round on every engine; a Ray bench keeps no audio (`keep_pcm` is not honoured)."""
+        refs = [a.phase.remote(self._ship(prompts), shape, id_prefix, grace_s) for a in self.actors]
+        await self._wait(refs, stop, on_progress=on_progress)
+        results = []
+        for ref in refs:
+            try:
+                results.append(self.ray.get(ref))
+            except Exception as exc:  # the actor process died: its engine with it
+                results.append(RoundResult(records=[], error=f"the engine's Ray actor died: {_actor_error(exc)}"))
+        return results
 
-    def _add_pass(self, shape, started_at, rounds, errors, warm_counts) -> None:
-        engines = []
-        for i, facts in enumerate(self.facts):
-            result = None
-            if errors[i] is None:
-                result = PassResult(
-                    profile=self.run_spec, shape=shape, rounds=rounds[i], sample_rate=facts["sample_rate"],
-                    model=facts["model"], device=facts["device"], started_at=started_at,
-                    num_prompts=len(self.prompts), warmup_requests=warm_counts[i][0], warmup_failed=warm_counts[i][1],
-                )
-            engines.append(EnginePass(engine=i, node=facts["node"], result=result, error=errors[i], machine=facts.get("machine")))
-        passed = EnginesPass(self.run_spec, shape, engines)
-        if passed.healthy:
-            self.results.append(passed)
-        else:
-            self.unfinished = passed.label  # no engine finished it: nothing to report
+    def _ship(self, prompts: Sequence[Prompt]) -> Any:
+        """The measured prompts go to the object store once, read by every engine; others (warmup) by value."""
+        if self._shipped is None:
+            self._shipped = (prompts, self.ray.put(prompts))
+        return self._shipped[1] if prompts is self._shipped[0] else prompts
 
-    def _note_errors(self, outcomes: list[PhaseOutcome]) -> bool:
-        errors = [f"engine {i}: {o.error}" for i, o in enumerate(outcomes) if o.error is not None]
-        if errors:
-            self.engine_error = "; ".join(errors)
-        return bool(errors)
-
-    def _phase(self, actors, description, prompts, shape, id_prefix, *, count: int | None = None) -> list[PhaseOutcome] | None:
-        """One phase on every engine at once; None when a stop cut it short (it is then `unfinished`)."""
-        if self.stop.is_set():
-            return None
-        total = (count if count is not None else len(prompts)) * len(actors)
-        self.observer.phase_start(description, total)
-        self.unfinished = description  # until it completes
-        try:
-            refs = [a.phase.remote(prompts, shape, id_prefix, self.grace_s) for a in actors]
-            self._wait(refs, actors, progress=True)
-            outcomes = []
-            for ref in refs:
-                try:
-                    outcomes.append(self.ray.get(ref))
-                except Exception as exc:  # the actor process died: its engine with it
-                    outcomes.append(PhaseOutcome(error=f"the engine's Ray actor died: {_actor_error(exc)}"))
-        finally:
-            self.observer.phase_end()
-        if self.stop.is_set() or not all(o.complete for o in outcomes):
-            return None
-        self.unfinished = None
-        return outcomes
-
-    def _wait(self, refs: list, actors: list, *, progress: bool = False, abandon_on_stop: bool = False) -> None:
+    async def _wait(self, refs: list, stop: asyncio.Event, *, on_progress: OnProgress | None = None,
+                    abandon_on_stop: bool = False) -> bool:
         """Until every ref is ready; passes a stop on to the engines and polls their progress.
 
-        `abandon_on_stop`: return at once on a stop (engine start-up: nothing to wait for).
+        `abandon_on_stop`: return False at once on a stop (engine start-up: nothing to wait for).
         """
         pending, stop_sent = list(refs), False
         while pending:
-            _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=self.poll_s)
-            if self.stop.is_set() and abandon_on_stop:
-                return
-            if self.stop.is_set() and not stop_sent:
-                for a in actors:
+            _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
+            if stop.is_set() and abandon_on_stop:
+                return False
+            if stop.is_set() and not stop_sent:
+                for a in self.actors:
                     a.stop.remote()
                 stop_sent = True
-            if progress:
-                self._poll_progress(actors)
+            if on_progress is not None:
+                self._poll_progress(on_progress)
+            if pending and stop.is_set():
+                await asyncio.sleep(self.poll_s)
+            elif pending:
+                try:  # wakes at once on a stop (a signal sets it on this loop)
+                    await asyncio.wait_for(stop.wait(), self.poll_s)
+                except asyncio.TimeoutError:
+                    pass
+        return True
 
-    def _poll_progress(self, actors: list) -> None:
+    def _poll_progress(self, on_progress: OnProgress) -> None:
         done = failed = 0
         audio = 0.0
-        for ref in [a.progress.remote() for a in actors]:
+        for ref in [a.progress.remote() for a in self.actors]:
             try:
                 d, f, s = self.ray.get(ref, timeout=self.poll_s * 4)
             except Exception:  # a dead or busy actor: its count stays where it was
                 continue
             done, failed, audio = done + d, failed + f, audio + s
-        self.observer.phase_progress(done, failed, audio)
+        on_progress(done, failed, audio)
 
-    def _close(self, actors: list) -> None:
-        self.observer.engines_closing()
+    def write_run_files(self, run_dir: Path) -> list[Path]:
+        return []  # the engines run on the cluster's nodes: files of theirs would land there, not here
+
+    async def close(self) -> None:
+        actors, self.actors = self.actors, []
         # Engines stopped while still starting have nothing to close cleanly: their actors are killed.
         refs = [a.close.remote() for a in actors] if self.facts else []
+        errors = []
         try:
             ready = self.ray.wait(refs, num_returns=len(refs), timeout=CLOSE_TIMEOUT_S)[0] if refs else []
             for ref in ready:
                 try:
                     self.ray.get(ref)
-                except Exception as exc:  # never hide the run's own error behind a close failure
-                    self.observer.warning(f"closing an engine failed: {_actor_error(exc)}")
+                except Exception as exc:  # reported after every actor is gone
+                    errors.append(_actor_error(exc))
         finally:
             for a in actors:
                 try:
                     self.ray.kill(a)  # its process, and with it any engine process it still has
                 except Exception:
                     pass
+        if errors:
+            raise RuntimeError("; ".join(errors))
 
-    def ray_facts(self, address: str | None) -> dict:
-        """The result file's `ray` entry."""
-        r = self.resources
-        return {
-            "address": address, "engines": r.engines, "gpus_per_engine": r.gpus_per_engine,
-            "cpus_per_engine": r.cpus_per_engine, "nodes": self.nodes,
-        }
+
+def ray_facts(address: str | None, resources: EngineResources, facts: Sequence[EngineFacts]) -> dict:
+    """The result file's `ray` entry."""
+    return {
+        "address": address, "engines": resources.engines, "gpus_per_engine": resources.gpus_per_engine,
+        "cpus_per_engine": resources.cpus_per_engine, "nodes": len({f.node for f in facts}),
+    }
