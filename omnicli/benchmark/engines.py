@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, detailed_lists, summarize
-from omnicli.benchmark.report import build_run
+from omnicli.benchmark.report import run_fields
 from omnicli.benchmark.session import PassResult, ProfileRun
 from omnicli.driver import LoadShape, RequestRecord
 from omnicli.engine.request import EngineStats
@@ -111,7 +111,7 @@ def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: d
     """One engine's figures for the pass (`per_engine` of the result file)."""
     entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error, "machine": engine.machine}
     if engine.result is not None and engine.error is None:
-        run = build_run(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
+        run = run_fields(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
         entry.update({k: v for k, v in run.items() if k not in SHARED_KEYS})
         for failure in entry["failures"]:
             failure["engine"] = engine.engine
@@ -137,7 +137,7 @@ def build_engines_run(
     first = healthy[0].result
     if machine is None:
         machine = healthy[0].machine
-    run = build_run(first, percentiles=percentiles, machine=machine)
+    run = run_fields(first, percentiles=percentiles, machine=machine)
     run.update(merge_summaries([e.result.record_rounds for e in healthy], percentiles))
     stats = merge_stats([e.result.stats for e in healthy])
     run.update({k: stats[k] for k in ("talker_tokens", "talker_tokens_per_s", "codec_steps", "codec_frames",

@@ -11,29 +11,26 @@ import asyncio
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from omnicli.benchmark.outputs import OutputFormat, report_passes
+from omnicli.benchmark.outputs import ReportPlan as _Report
+from omnicli.benchmark.outputs import VllmFiles as _VllmFiles
 from omnicli.benchmark.session import BenchObserver, BenchSession, EngineStartError, utc_now
-from omnicli.commands.bench_vllm import RequestDefaults, vllm_compat, write_vllm_files
+from omnicli.commands.bench_vllm import RequestDefaults, vllm_compat
 from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
-    EXIT_OK,
     EXIT_OUTPUT_IO,
-    EXIT_SOME_FAILED,
     EXIT_USAGE,
     CliConsole,
     QuietOption,
     RequestProgress,
     SetOption,
     VerboseOption,
-    console,
     err_console,
     note,
     require_folder,
@@ -42,7 +39,7 @@ from omnicli.commands.common import (
     status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
-from omnicli.commands.report import ReportOption, check_report_option, report_after_run
+from omnicli.commands.report import ReportOption, check_report_option
 
 KEEP_FAILED_ENV = "OMNI_FAILED_SPEECH_AUDIO_DIR"
 _VLLM = "vLLM compatibility"
@@ -133,56 +130,6 @@ class _ProgressObserver(BenchObserver):
     def warning(self, message: str) -> None:
         self.warnings.append(message)
         err_console.print(f"[yellow]warning:[/yellow] {message}")
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    text = "text"
-
-
-@dataclass
-class _VllmFiles:
-    """--save-result: one `vllm bench serve`-shaped file per run."""
-
-    append: bool
-    label: str | None
-    metadata: dict
-    metrics: list[str]
-    goodput: dict[str, float] = field(default_factory=dict)  # --goodput SLOs
-    timeline: list[float] | None = None  # --plot-timeline: the ITL thresholds (s)
-    save: bool = True  # False: only --plot-timeline (no result file)
-
-
-@dataclass
-class _Report:
-    """What to print and write about the completed passes; also used by a forced exit."""
-
-    percentiles: Sequence[float]
-    started_at: str
-    detailed: bool
-    result_dir: Path | None
-    result_filename: str | None
-    plot: Path | None
-    vllm: _VllmFiles | None = None
-    csv_path: Path | None = None
-    text: bool = False
-    extras: dict[str, dict] = field(default_factory=dict)  # pass label -> keys added to its result entry
-    report_file: Path | None = None  # --report: the HTML page, from the summary file and report_dirs
-    report_dirs: list[Path] = field(default_factory=list)
-    quiet_progress: bool = False  # --disable-tqdm
-
-    def __post_init__(self) -> None:
-        # Chosen once, so a forced exit and the normal end write the same files.
-        self.path = None
-        self.date = datetime.now().strftime("%Y%m%d-%H%M%S")  # vLLM's `date` and file-name stamp
-        summary_name = f"omni-bench-{self.date}.json"
-        if self.vllm is not None:  # --result-filename names the per-run files; the summary goes beside them
-            if self.vllm.save or self.result_dir is not None:  # (--plot-timeline alone writes no file of its own)
-                self.path = (self.result_dir or Path(".")) / summary_name
-        elif self.result_dir is not None or self.result_filename is not None:
-            self.path = (self.result_dir or Path(".")) / (self.result_filename or summary_name)
-        elif self.report_file is not None:  # the page reads the summary file: it goes beside the page
-            self.path = self.report_file.parent / summary_name
 
 
 class _BenchInterrupts(EngineRunInterrupts):
@@ -318,7 +265,7 @@ def bench(
     ] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV: one row per run, raw values.")] = None,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Console output: a table, or plain `Key: value` lines for grep and diff.")
+        OutputFormat, typer.Option("--format", help="Console output: a table, plain `Key: value` lines for grep and diff, or the result document as JSON.")
     ] = OutputFormat.table,
     save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Add per-request lists to the result.")] = False,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot (sweep curves or latency histograms).")] = None,
@@ -457,7 +404,7 @@ def bench(
                      interleave=interleave)
     report = _Report(
         percentiles, utc_now(), save_detailed, result_dir, result_filename, plot,
-        vllm=vllm_files, csv_path=csv_path, text=output_format is OutputFormat.text,
+        vllm=vllm_files, csv_path=csv_path, console=output_format,
         report_file=report_file, report_dirs=[p for p in (audio_out, keep_failed) if p is not None],
     )
     report.quiet_progress = disable_tqdm
@@ -705,77 +652,6 @@ async def _start_engine(resolved):
     return await start_engine(resolved)
 
 
-def _report(
-    results, report: _Report, *, interrupted: bool = False, unfinished: str | None = None,
-    engine_error: str | None = None, forced: bool = False, runs: list[dict] | None = None, ray: dict | None = None,
-) -> int:
-    """Prints the tables, writes the JSON and plot (not on a forced exit); returns 0 or 1 (some failed).
-
-    `runs`: the result dicts when the caller built them (--ray: merged over engines); `ray`: the
-    result file's `ray` entry.
-    """
-    from omnicli.atomic import write_json_atomic
-    from omnicli.benchmark.metrics import detailed_lists
-    from omnicli.benchmark.report import build_document, build_run, machine_facts
-    from omnicli.commands.bench_tables import comparison_tables, engine_tables, interleaved_tables, results_table
-
-    if unfinished is not None and (interrupted or engine_error):
-        why = "interrupted" if interrupted else "ended by the engine failure"
-        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
-    if not results:
-        if interrupted and report.path is not None:  # the result file says how it ended, with no pass to report
-            write_json_atomic(report.path, build_document([], report.started_at, report.percentiles, interrupted=True, unfinished=unfinished, ray=ray))
-            err_console.print(f"results: {report.path}", highlight=False)
-        return EXIT_OK
-    if runs is None:
-        machine = machine_facts(results[0].device)
-        runs = [
-            build_run(r, percentiles=report.percentiles, detailed=report.detailed, machine=machine, extra=report.extras.get(r.label))
-            for r in results
-        ]
-    if report.text:
-        from omnicli.commands.bench_export import text_lines
-
-        for line in text_lines(runs, report.percentiles):
-            typer.echo(line)
-    else:
-        console.print(results_table(runs, report.percentiles))
-        for table in engine_tables(runs, report.percentiles):
-            console.print(table)
-        if len({r["profile_label"] for r in runs}) > 1:
-            for table in comparison_tables(runs, report.percentiles):
-                console.print(table)
-            for table in interleaved_tables(runs):
-                console.print(table)
-    failed = [f for run in runs for f in run["failures"]]
-    if failed:
-        console.print(f"[red]{len(failed)} failed request(s):[/red]")
-        for f in failed[:20]:
-            console.print(f"  {f['utt']} ({f['request_id']}): {f['error']}")
-        if len(failed) > 20:
-            console.print(f"  ... and {len(failed) - 20} more (see the result file)")
-    empty = sum(r["num_empty_audio"] for r in runs)
-    if empty:
-        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] (excluded from latency statistics)")
-    if report.path is not None:
-        document = build_document(
-            runs, report.started_at, report.percentiles,
-            interrupted=interrupted, engine_error=engine_error, unfinished=unfinished, ray=ray,
-        )
-        write_json_atomic(report.path, document)
-        err_console.print(f"results: {report.path}", highlight=False)
-    if report.vllm is not None:
-        for path in write_vllm_files(results, runs, report):
-            err_console.print(f"run result: {path}", highlight=False)
-    if report.csv_path is not None:
-        from omnicli.commands.bench_export import write_csv
-
-        err_console.print(f"csv: {write_csv(report.csv_path, runs, report.percentiles)}", highlight=False)
-    if report.plot is not None and not forced:  # matplotlib is slow to load: not while forcing an exit
-        from omnicli.benchmark.plot import plot_results
-
-        details = [detailed_lists(r.record_rounds) for r in results]
-        err_console.print(f"plot: {plot_results(runs, details, report.plot)}", highlight=False)
-    if not forced and report.path is not None:
-        report_after_run(report.report_file, [report.path, *report.report_dirs])
-    return EXIT_SOME_FAILED if failed else EXIT_OK
+def _report(results, report: _Report, **how: Any) -> int:
+    """The report of the completed passes: `omnicli.benchmark.outputs.report_passes` (its keywords)."""
+    return report_passes(results, report, **how)
