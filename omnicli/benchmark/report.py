@@ -27,7 +27,8 @@ from omnicli.benchmark.session import PassResult
 # Metrics an A/B comparison reports as ratios b/a (plus every distribution key).
 RATIO_KEYS = ("request_throughput", "audio_throughput", "talker_tokens_per_s", "mean_codec_batch_size")
 # With --interleave: the figures kept per round, and compared over rounds with an interval (b/a).
-ROUND_KEYS = ("audio_throughput", "request_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_e2el_ms", "mean_audio_rtf")
+ROUND_KEYS = ("audio_throughput", "request_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_e2el_ms",
+              "mean_audio_rtf")
 
 
 def distribution_keys(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[str]:
@@ -205,16 +206,18 @@ def round_ratios(base: Sequence[BenchRoundFigures], other: Sequence[BenchRoundFi
         entry: dict[str, Any] = {"metric": key, "a_rounds": len(a), "b_rounds": len(b)}
         for side, values in (("a", a), ("b", b)):
             entry.update({f"{side}_median": float(np.median(values)) if values else None,
-                          f"{side}_min": min(values) if values else None, f"{side}_max": max(values) if values else None})
-        entry.update(ratio=ratio(entry["b_median"], entry["a_median"]), low=None, high=None, confidence=None, measured=None)
+                          f"{side}_min": min(values) if values else None,
+                          f"{side}_max": max(values) if values else None})
+        entry.update(ratio=ratio(entry["b_median"], entry["a_median"]), low=None, high=None, confidence=None,
+                     measured=None)
         if entry["ratio"] is None or min(a) <= 0:
             entry["summary"] = "no ratio (no figure, or a zero one)"
         elif min(len(a), len(b)) < MIN_ROUNDS:
             entry["summary"] = ratio_summary(b, a)
         else:
             estimate = ratio_estimate(b, a)
-            entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence, measured=estimate.measured,
-                         summary=estimate.describe())
+            entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence,
+                         measured=estimate.measured, summary=estimate.describe())
         out.append(entry)
     return out
 
@@ -242,7 +245,7 @@ def group_by_shape(runs: Sequence[BenchRun]) -> list[list[BenchRun]]:
 def compare_runs(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[dict]:
     """For each load shape, every other profile's metrics divided by the first profile's (b/a)."""
     keys = list(RATIO_KEYS) + distribution_keys(percentiles)
-    out = []
+    out: list[dict[str, Any]] = []
     for group in group_by_shape(runs):
         base = group[0]
         for other in group[1:]:
@@ -283,7 +286,8 @@ def build_document(
         "engine_error": engine_error,
         "unfinished": unfinished,
         "runs": objects,
-        "comparisons": [BenchComparison.model_validate(c) for c in compare_runs(objects, percentiles)] if several else [],
+        "comparisons": [BenchComparison.model_validate(c) for c in compare_runs(objects, percentiles)]
+        if several else [],
     }
     if ray is not None:
         fields["ray"] = ray

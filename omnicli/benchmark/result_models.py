@@ -85,8 +85,10 @@ class BenchEngineRun(BaseModel):
     node: str | None = Field(description="The Ray node id the engine ran on.")
     engine_error: str | None = Field(description="Why this engine failed during the pass (then no figures).")
     device: str | None = None
-    machine: dict[str, Any] | None = Field(None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
-    duration: float | None = Field(None, description="This engine's own first submission to last completion, summed over rounds.")
+    machine: dict[str, Any] | None = Field(
+        None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
+    duration: float | None = Field(
+        None, description="This engine's own first submission to last completion, summed over rounds.")
     completed: int | None = None
     failed: int | None = None
     request_throughput: float | None = None
@@ -160,7 +162,8 @@ class BenchRun(BaseModel):
     rounds: int
     warmup_requests: int
     warmup_failed: int
-    ramp_up_strategy: Literal["linear", "exponential"] | None = Field(None, description="--ramp-up-strategy, when given.")
+    ramp_up_strategy: Literal["linear", "exponential"] | None = Field(
+        None, description="--ramp-up-strategy, when given.")
     ramp_up_start_rps: float | None = None
     ramp_up_end_rps: float | None = None
     duration: float = Field(description="Seconds from the first submission to the last completion, summed over rounds.")
@@ -174,7 +177,8 @@ class BenchRun(BaseModel):
     num_ref_cold: int
     total_audio_duration_s: float
     total_input_tokens: int = Field(description="Talker prompt tokens of the completed requests (vLLM's input tokens).")
-    total_output_tokens: int = Field(description="Talker tokens the completed requests generated (vLLM's output tokens).")
+    total_output_tokens: int = Field(
+        description="Talker tokens the completed requests generated (vLLM's output tokens).")
     request_throughput: float
     audio_throughput: float = Field(description="Audio seconds per wall second.")
     # Each distribution of metrics.DISTRIBUTIONS: its sample count and statistics (null without samples).
@@ -234,11 +238,14 @@ class BenchRun(BaseModel):
         None, description="With --ray: engines that ran this pass at the same time, each with the whole load shape; "
         "the figures above are their total (throughputs summed, latency samples pooled).")
     per_engine: list[BenchEngineRun] | None = Field(None, description="With --ray: each engine's own figures.")
-    interleaved: bool | None = Field(None, description="With --interleave: true (its rounds alternated with the other profiles').")
+    interleaved: bool | None = Field(
+        None, description="With --interleave: true (its rounds alternated with the other profiles').")
     engine_restarts: bool | None = Field(
-        None, description="With --interleave: true when the engines could not all run at once and each round had a fresh engine.")
+        None, description="With --interleave: true when the engines could not all run at once and each round had "
+        "a fresh engine.")
     per_round: list[BenchRoundFigures] | None = Field(None, description="With --interleave: each round's figures.")
-    eval: BenchEvalFigures | None = Field(None, description="With --eval: the figures of omni eval on this pass's audio.")
+    eval: BenchEvalFigures | None = Field(
+        None, description="With --eval: the figures of omni eval on this pass's audio.")
     # --save-detailed: per-request lists in submission order, rounds concatenated (docs/bench.md)
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
@@ -323,8 +330,10 @@ class BenchRoundRatio(BaseModel):
     low: float | None = Field(description="The bootstrap interval of the ratio; null with fewer than 3 rounds each.")
     high: float | None
     confidence: float | None
-    measured: bool | None = Field(description="The interval excludes 1.0 (a difference was measured); null without an interval.")
-    summary: str = Field(description="As printed: the ratio and interval, 'no difference measured (...)' or 'no interval (...)'.")
+    measured: bool | None = Field(
+        description="The interval excludes 1.0 (a difference was measured); null without an interval.")
+    summary: str = Field(
+        description="As printed: the ratio and interval, 'no difference measured (...)' or 'no interval (...)'.")
 
 
 class BenchComparison(BaseModel):
@@ -380,8 +389,10 @@ class BenchDocument(BaseModel):
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise ResultFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ResultFileError(f"{path}: cannot read it: not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise ResultFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
         if not isinstance(data, dict) or "runs" not in data:
@@ -429,7 +440,8 @@ class VllmRunResult(BaseModel):
     total_input_tokens: int = Field(description="0: no text tokens are counted (see key_notes).")
     total_output_tokens: int = Field(description="0, as vLLM-Omni's speech endpoint reports it.")
     request_throughput: float
-    request_goodput: float | None = Field(description="With --goodput: requests meeting every SLO per second; else null, as vLLM.")
+    request_goodput: float | None = Field(
+        description="With --goodput: requests meeting every SLO per second; else null, as vLLM.")
     output_throughput: float
     total_token_throughput: float
     total_audio_duration_s: float
@@ -439,7 +451,8 @@ class VllmRunResult(BaseModel):
     output_lens: list[int] | None = Field(None, description="--save-detailed: talker tokens per request (0 if failed).")
     ttfts: list[float] | None = Field(None, description="--save-detailed: seconds (0.0 if failed).")
     itls: list[list[float]] | None = Field(None, description="--save-detailed: seconds between talker outputs.")
-    start_times: list[float] | None = Field(None, description="--save-detailed: seconds from the round's first submission.")
+    start_times: list[float] | None = Field(
+        None, description="--save-detailed: seconds from the round's first submission.")
     latencies: list[float] = Field(description="e2el seconds per request (0.0 if failed), as vLLM.")
     queue_times: list[float] = Field(description="Seconds each request waited for a concurrency slot.")
     errors: list[str]
@@ -485,7 +498,8 @@ class VllmRunResult(BaseModel):
     machine: dict[str, Any]
     failures: list[BenchFailure]
     eval: BenchEvalFigures | None = None
-    seed_tts_content_error_mean: float | None = Field(None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
+    seed_tts_content_error_mean: float | None = Field(
+        None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
     seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
     utts: list[str] | None = None
     request_rounds: list[int] | None = None

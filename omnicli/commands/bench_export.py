@@ -11,12 +11,17 @@ from omnicli.benchmark.outputs import OutputFormat
 
 
 def bench_export(
-    result: Annotated[Path, typer.Argument(metavar="RESULT.json", help="An omni bench summary file (omni-bench-*.json).",
-                                           show_default=False)],
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV.")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="FILE", help="Write the PNG plot (needs omnicli[plot]).")] = None,
+    result: Annotated[Path, typer.Argument(
+        metavar="RESULT.json", help="An omni bench summary file (omni-bench-*.json).", show_default=False)],
+    csv_path: Annotated[
+        Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV.")
+    ] = None,
+    plot: Annotated[
+        Optional[Path], typer.Option("--plot", metavar="FILE", help="Write the PNG plot (needs omnicli[plot]).")
+    ] = None,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Console output: a table, `Key: value` lines, or the document as JSON.")
+        OutputFormat,
+        typer.Option("--format", help="Console output: a table, `Key: value` lines, or the document as JSON."),
     ] = OutputFormat.table,
 ) -> None:
     """Show a saved `omni bench` result again, and write its CSV or plot, as the run itself would have.

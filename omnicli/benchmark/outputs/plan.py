@@ -101,10 +101,12 @@ def report_passes(
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
-        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported (an incomplete pass would mislead)")
+        err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported "
+                          "(an incomplete pass would mislead)")
     if not results:
         if interrupted and plan.path is not None:  # the result file says how it ended, with no pass to report
-            empty = build_document([], plan.started_at, plan.percentiles, interrupted=True, unfinished=unfinished, ray=ray)
+            empty = build_document([], plan.started_at, plan.percentiles, interrupted=True, unfinished=unfinished,
+                                   ray=ray)
             JsonFile(plan.path).finalize(empty)
         return 0
     if runs is None:

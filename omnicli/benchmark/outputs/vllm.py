@@ -62,9 +62,9 @@ class VllmOutput:
         for result, run in zip(passes, runs):
             figures = vllm_figures(result.record_rounds, files.goodput)
             doc = vllm_result(
-                run.to_dict(), date=self.date, label=files.label, metadata=files.metadata, percentile_metrics=files.metrics,
-                percentiles=self.percentiles, figures=figures, detailed=detailed_lists(result.record_rounds),
-                save_detailed=self.detailed, goodput=bool(files.goodput),
+                run.to_dict(), date=self.date, label=files.label, metadata=files.metadata,
+                percentile_metrics=files.metrics, percentiles=self.percentiles, figures=figures,
+                detailed=detailed_lists(result.record_rounds), save_detailed=self.detailed, goodput=bool(files.goodput),
             )
             VllmRunResult.model_validate(doc)  # one definition of the file: a drift fails here, not in a reader
             profile = run.profile_label if several_profiles else ""
@@ -73,7 +73,8 @@ class VllmOutput:
             else:
                 name = run_filename(self.result_filename, doc, profile_label=profile, one_file_per_run=one_file_per_run)
                 if one_file_per_run and self.folder / name in written:  # a template that does not tell these runs apart
-                    name = run_filename(Path(name).stem + Path(name).suffix, doc, profile_label=profile, one_file_per_run=True)
+                    name = run_filename(Path(name).stem + Path(name).suffix, doc, profile_label=profile,
+                                        one_file_per_run=True)
             path = self.folder / name
             if files.save:
                 write_result(path, doc, append=files.append)
