@@ -221,3 +221,12 @@ def test_omni_report_reads_new_and_older_bench_files(passes, tmp_path):
         sources = read_sources([path])
         assert [len(b.runs) for b in sources.bench] == [4]
         assert sources.bench[0].runs[0]["mean_audio_ttfp_ms"] == saved["runs"][0]["mean_audio_ttfp_ms"]
+
+
+def test_a_ray_engine_entry_holds_only_the_keys_of_a_run():
+    from omnicli.benchmark.result_models import BenchEngineRun
+
+    entry = {"engine": 0, "node": "n0", "engine_error": None, "completed": 3, "p99_e2el_ms": 12.0, "codec_steps": 4}
+    assert BenchEngineRun.model_validate(entry).model_dump(exclude_unset=True) == entry
+    with pytest.raises(ValidationError, match="not a key of a run"):
+        BenchEngineRun.model_validate({**entry, "completd": 3})

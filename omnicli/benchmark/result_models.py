@@ -79,7 +79,7 @@ EVAL_RESULT_KEYS = tuple(k for k in BenchEvalFigures.model_fields if k not in ("
 class BenchEngineRun(BaseModel):
     """With --ray: one engine's figures for a pass (the same keys as a run's, for this engine alone)."""
 
-    model_config = ConfigDict(extra="allow")  # distribution keys and stage counters, as in a run
+    model_config = ConfigDict(extra="allow")  # the rest of a run's keys (checked below), as in a run
 
     engine: int = Field(description="0-based engine index.")
     node: str | None = Field(description="The Ray node id the engine ran on.")
@@ -96,6 +96,13 @@ class BenchEngineRun(BaseModel):
     talker_tokens_per_s: float | None = None
     total_audio_duration_s: float | None = None
     failures: list[BenchFailure] | None = None
+
+    @model_validator(mode="after")
+    def _only_run_keys(self) -> BenchEngineRun:
+        for key in self.model_extra or {}:  # the other keys of a run: BenchRun's fields and pNN_ statistics
+            if key not in BenchRun.model_fields and not PERCENTILE_KEY.fullmatch(key):
+                raise ValueError(f"{key}: not a key of a run")
+        return self
 
 
 class BenchRayFacts(BaseModel):
