@@ -230,3 +230,10 @@ def test_a_ray_engine_entry_holds_only_the_keys_of_a_run():
     assert BenchEngineRun.model_validate(entry).model_dump(exclude_unset=True) == entry
     with pytest.raises(ValidationError, match="not a key of a run"):
         BenchEngineRun.model_validate({**entry, "completd": 3})
+
+
+def test_a_summary_main_wrote_loads_and_re_renders_to_the_csv_main_wrote_with_pandas(tmp_path):
+    golden = Path(__file__).parent / "fixtures" / "golden" / "bench"  # written before schema_version and csv.writer
+    result = runner.invoke(app, ["bench-export", str(golden / "summary.json"), "--csv", str(tmp_path / "r.csv")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r.csv").read_bytes() == (golden / "results.csv").read_bytes()
