@@ -9,7 +9,20 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from omnicli.commands import bench, bench_vllm, datasets, env, eval_wer, json_schema, models, profiles, report, synth, synth_merge
+from omnicli.commands import (
+    bench,
+    bench_export,
+    bench_vllm,
+    datasets,
+    env,
+    eval_wer,
+    json_schema,
+    models,
+    profiles,
+    report,
+    synth,
+    synth_merge,
+)
 from omnicli.commands import eval as eval_cmd
 from omnicli.errors import OmniError
 from omnicli.quiet import quiet_vllm
@@ -75,6 +88,7 @@ app = typer.Typer(
 app.command("synth", no_args_is_help=True)(synth.synth)
 app.command("synth-merge", no_args_is_help=True)(synth_merge.synth_merge)
 app.command("bench", cls=bench_vllm.BenchCommand)(bench.bench)
+app.command("bench-export", no_args_is_help=True)(bench_export.bench_export)
 app.command("eval-wer", no_args_is_help=True)(eval_wer.eval_wer)
 app.command("eval", no_args_is_help=True)(eval_cmd.eval_command)
 app.command("schema", no_args_is_help=True)(json_schema.schema)

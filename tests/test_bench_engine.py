@@ -42,7 +42,7 @@ def test_concurrency_1_and_8_on_omni_tiny(engine_harness):
     c1, c8 = engine_harness.run(session.run())
 
     for res in (c1, c8):
-        run = build_run(res)
+        run = build_run(res).to_dict()  # as the result file holds it
         assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (8, 0, 8), run["failures"]
         assert run["mean_audio_duration_s"] == pytest.approx(40 / 4 / 12.5)  # 40 tokens = 10 frames at 12.5/s
         assert 0 < run["mean_audio_ttfp_ms"] <= run["mean_e2el_ms"]
@@ -54,4 +54,4 @@ def test_concurrency_1_and_8_on_omni_tiny(engine_harness):
     assert max_overlap(c1.rounds[0].records) == 1
     assert max_overlap(c8.rounds[0].records) > 1
     # every reference was encoded by the first pass at the latest
-    assert build_run(c8)["num_ref_cold"] == 0
+    assert build_run(c8).num_ref_cold == 0

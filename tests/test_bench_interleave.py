@@ -10,10 +10,11 @@ import io
 import pytest
 from rich.console import Console
 
+from omnicli.benchmark.outputs.table import interleaved_tables
+from omnicli.benchmark.outputs.text import text_lines
 from omnicli.benchmark.report import ROUND_KEYS, build_document, build_run, round_ratios
+from omnicli.benchmark.result_models import BenchRoundFigures
 from omnicli.benchmark.session import BenchPlan, EngineStartError
-from omnicli.commands.bench_export import text_lines
-from omnicli.commands.bench_tables import interleaved_tables
 from omnicli.driver import LoadShape
 from omnicli.driver.pool import LocalPool
 from tests.test_bench_session import FakeEngine, Recorder, StopAt, run_stopped, session_for
@@ -62,8 +63,8 @@ def test_without_interleave_profiles_run_one_after_the_other_and_files_are_uncha
     assert order == [("start", "a"), ("round", "a", "c2", 0), ("round", "a", "c2", 1), ("close", "a"),
                      ("start", "b"), ("round", "b", "c2", 0), ("round", "b", "c2", 1), ("close", "b")]
     runs = [build_run(r) for r in results]
-    assert not any({"interleaved", "per_round", "engine_restarts"} & set(run) for run in runs)
-    assert "interleaved" not in build_document(runs, "now")["comparisons"][0]
+    assert not any({"interleaved", "per_round", "engine_restarts"} & set(run.to_dict()) for run in runs)
+    assert "interleaved" not in build_document(runs, "now").to_dict()["comparisons"][0]
     assert interleaved_tables(runs) == []
 
 
@@ -96,7 +97,7 @@ def test_an_engine_that_cannot_start_beside_the_other_turns_into_one_engine_per_
     assert rounds == [(label, "c2", r) for r in range(3) for label in ("a", "b")]
     assert all(r.engine_restarts and len(r.rounds) == 3 for r in results)
     assert all(len([i for i in e.seen if "warmup" in i]) == 2 for e in engines[1:])  # every fresh engine is warmed up
-    assert build_run(results[0])["engine_restarts"] is True
+    assert build_run(results[0]).engine_restarts is True
 
 
 def test_a_first_engine_that_cannot_start_is_an_error_not_a_fallback():
@@ -128,12 +129,12 @@ def test_per_round_figures_and_ratio_with_interval_in_the_file_table_and_text():
                           engine_kwargs={"a": {"step": 0.01}, "b": {"step": 0.08}})
     runs = [build_run(r) for r in asyncio.run(session.run())]
     for run in runs:
-        assert run["interleaved"] is True and run["engine_restarts"] is False
-        assert [f["round"] for f in run["per_round"]] == [0, 1, 2]
-        for figures, duration in zip(run["per_round"], run["round_durations"]):
-            assert figures["audio_throughput"] == pytest.approx(4 * 0.3 / duration)  # 4 requests of 0.3 s audio
-            assert figures["mean_audio_ttfp_ms"] <= figures["p99_audio_ttfp_ms"] <= figures["mean_e2el_ms"] * 1.01
-    (comparison,) = build_document(runs, "now")["comparisons"]  # validated against BenchDocument
+        assert run.interleaved is True and run.engine_restarts is False
+        assert [f.round for f in run.per_round] == [0, 1, 2]
+        for figures, duration in zip(run.per_round, run.round_durations):
+            assert figures.audio_throughput == pytest.approx(4 * 0.3 / duration)  # 4 requests of 0.3 s audio
+            assert figures.mean_audio_ttfp_ms <= figures.p99_audio_ttfp_ms <= figures.mean_e2el_ms * 1.01
+    (comparison,) = build_document(runs, "now").to_dict()["comparisons"]  # validated against BenchDocument
     by_metric = {e["metric"]: e for e in comparison["interleaved"]}
     assert list(by_metric) == list(ROUND_KEYS)
     speed = by_metric["audio_throughput"]
@@ -150,7 +151,8 @@ def test_per_round_figures_and_ratio_with_interval_in_the_file_table_and_text():
 
 
 def rounds_of(values, key="audio_throughput"):
-    return {"per_round": [{"round": i, "load_avg": 1.0, **dict.fromkeys(ROUND_KEYS), key: v} for i, v in enumerate(values)]}
+    """A run's `per_round` with `key` taking `values` (the other figures unknown)."""
+    return [BenchRoundFigures(round=i, load_avg=1.0, **{**dict.fromkeys(ROUND_KEYS), key: v}) for i, v in enumerate(values)]
 
 
 def test_an_interval_that_spans_one_is_no_difference_measured():

@@ -10,10 +10,10 @@ from rich.console import Console
 
 from omnicli.benchmark.audio_out import RoundOutputs
 from omnicli.benchmark.metrics import detailed_lists
-from omnicli.benchmark.plot import plot_results
+from omnicli.benchmark.outputs.plot import plot_results
+from omnicli.benchmark.outputs.table import comparison_tables, results_table
 from omnicli.benchmark.report import build_document, build_run, compare_runs
 from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult
-from omnicli.commands.bench_tables import comparison_tables, results_table
 from omnicli.driver import LoadShape, RequestRecord
 from omnicli.engine.request import EngineStats
 from omnicli.retention import Retainer
@@ -62,7 +62,7 @@ def make_pass(profile, label="a", concurrency=1, speed=1.0):
 
 
 def test_run_has_every_required_key_and_is_strict_json(profile):
-    run = build_run(make_pass(profile))
+    run = build_run(make_pass(profile)).to_dict()  # as the result file holds it
     missing = [k for k in REQUIRED if k not in run]
     assert not missing
     assert [k for k in MACHINE if k not in run["machine"]] == []
@@ -90,17 +90,19 @@ def test_ring_headroom_is_null_for_windowed_families(profile):
         p = make_pass(profile)
         p.model = model
         run = build_run(p)
-        assert run["codec_ring_headroom"] is None
-        json.dumps(run, allow_nan=False)
+        assert run.codec_ring_headroom is None
+        json.dumps(run.to_dict(), allow_nan=False)
 
 
 def test_detailed_lists_and_custom_percentiles(profile):
-    run = build_run(make_pass(profile), percentiles=[50, 99.9], detailed=True)
+    obj = build_run(make_pass(profile), percentiles=[50, 99.9], detailed=True)
+    run = obj.to_dict()
     assert all(len(run[k]) == 3 for k in DETAILED)
     assert "p99.9_audio_ttfp_ms" in run and "p90_audio_ttfp_ms" not in run
+    assert obj.percentiles == [50.0, 99.9] and obj.percentile(99.9, "audio_ttfp") == run["p99.9_audio_ttfp_ms"]
     assert run["errors"] == ["", "", "boom"]
     assert run["rounds"] == 1 and run["request_rounds"] == [0, 0, 0]  # the count is not overwritten by the lists
-    build_document([run], "t0")  # validates against the result file's model
+    build_document([obj], "t0")  # validates against the result file's model
 
 
 def test_ab_ratios_are_b_over_a(profile):
@@ -110,10 +112,10 @@ def test_ab_ratios_are_b_over_a(profile):
     assert (cmp["a"], cmp["b"]) == ("a", "b")
     assert cmp["ratios"]["mean_audio_ttfp_ms"] == pytest.approx(0.5)
     assert cmp["ratios"]["mean_e2el_ms"] == pytest.approx(0.5)
-    doc = build_document([a, b], "t0")
+    doc = build_document([a, b], "t0").to_dict()
     assert len(doc["comparisons"]) == 1 and len(doc["runs"]) == 2
     json.dumps(doc, allow_nan=False)
-    assert build_document([a], "t0")["comparisons"] == []
+    assert build_document([a], "t0").comparisons == []
 
 
 def test_sweep_comparison_pairs_by_load_shape(profile):

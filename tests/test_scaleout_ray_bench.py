@@ -23,7 +23,9 @@ from typer.testing import CliRunner
 
 from omnicli.benchmark.engines import EnginePass, EnginesPass, build_engines_run, merge_stats, merge_summaries
 from omnicli.benchmark.metrics import summarize
-from omnicli.benchmark.report import build_document
+from omnicli.benchmark.outputs.table import engine_tables
+from omnicli.benchmark.outputs.text import text_lines
+from omnicli.benchmark.report import as_run, build_document
 from omnicli.benchmark.session import (
     BenchObserver,
     BenchPlan,
@@ -34,8 +36,6 @@ from omnicli.benchmark.session import (
     RoundResult,
 )
 from omnicli.cli import app
-from omnicli.commands.bench_export import text_lines
-from omnicli.commands.bench_tables import engine_tables
 from omnicli.commands.json_schema import Kind, document_schema
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.engine.request import EngineStats, TTSRequest
@@ -123,11 +123,11 @@ def test_a_failed_engine_is_listed_with_its_error_and_left_out_of_the_totals():
     assert [(f["utt"], f["engine"]) for f in run["failures"]] == [("b3", 2)]
     document = build_document([run], "t0", (50, 99), engine_error=passed.engine_error,
                                ray={"address": None, "engines": 3, "gpus_per_engine": 0.0, "cpus_per_engine": 1.0, "nodes": 3})
-    jsonschema.validate(json.loads(json.dumps(document)), document_schema(Kind.bench))
-    lines = text_lines([run], (50, 99))
+    jsonschema.validate(json.loads(json.dumps(document.to_dict())), document_schema(Kind.bench))
+    lines = text_lines([as_run(run)], (50, 99))
     assert "== cpu c=2 engine 1 ==" in lines and "Engine error: codec stage stopped" in lines
     assert lines[lines.index("== cpu c=2 engine 2 ==") + 1] == "Completed / failed: 3 / 1"
-    (table,) = engine_tables([run], (50, 99))
+    (table,) = engine_tables([as_run(run)], (50, 99))
     assert [c.header for c in table.columns] == ["Metric", "engine 0", "engine 1", "engine 2", "total"]
     assert list(table.columns[2].cells)[0] == "failed" and list(table.columns[4].cells)[0] == "5 / 1"
     with pytest.raises(ValueError):

@@ -42,7 +42,7 @@ def test_synth_results_rows_and_summary_validate(tmp_path):
 
 
 def test_bench_and_eval_schemas():
-    jsonschema.validate(build_document([], "t0"), schema_of("bench"))
+    jsonschema.validate(build_document([], "t0").to_dict(), schema_of("bench"))
     eval_schema = schema_of("eval")
     assert {"seed_wer_mean", "del", "num_scored"} <= set(eval_schema["properties"])
     assert {"metrics", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean", "num_low_mos"} <= set(eval_schema["properties"])

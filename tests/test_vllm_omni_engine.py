@@ -197,7 +197,7 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
 
     results = omni.run(BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, LocalPool.factory(lend)).run())
     for result in results:
-        run = build_run(result)
+        run = build_run(result).to_dict()  # as the result file holds it
         assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (4, 0, 4), run["failures"]
         assert run["sample_rate"] == 24000 and run["model"] == "qwen3-tts"
         assert 0 < run["mean_audio_duration_s"] <= (CAP - 1) / 12.5

@@ -4,7 +4,8 @@
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in (1, 8)], warmup_requests=2)
     session = BenchSession([ProfileRun("default", load_profile())], prompts, plan, LocalPool.factory())
     results = asyncio.run(session.run())
-    runs = [build_run(r) for r in results]   # docs/metrics.md keys
+    runs = [build_run(r) for r in results]   # BenchRun objects: docs/metrics.md keys as fields
+    build_document(runs, started_at).write("result.json")   # BenchDocument.load reads it back
 
 Metric definitions: docs/bench.md and docs/metrics.md ("Benchmark").
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, detailed_lists, summarize
-from omnicli.benchmark.report import build_run
+from omnicli.benchmark.report import run_fields
 from omnicli.benchmark.session import EnginePass, EnginesPass
 from omnicli.driver import RequestRecord
 from omnicli.engine.request import EngineStats
@@ -81,7 +81,7 @@ def engine_entry(engine: EnginePass, *, percentiles: Sequence[float], machine: d
     entry: dict = {"engine": engine.engine, "node": engine.node, "engine_error": engine.error,
                    "machine": engine.machine}
     if engine.result is not None and engine.error is None:
-        run = build_run(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
+        run = run_fields(engine.result, percentiles=percentiles, machine=machine, detailed=detailed)
         entry.update({k: v for k, v in run.items() if k not in SHARED_KEYS})
         for failure in entry["failures"]:
             failure["engine"] = engine.engine
@@ -107,7 +107,7 @@ def build_engines_run(
     done = [e.result for e in healthy if e.result is not None]  # every healthy engine has its result
     if machine is None:
         machine = healthy[0].machine
-    run = build_run(done[0], percentiles=percentiles, machine=machine)
+    run = run_fields(done[0], percentiles=percentiles, machine=machine)
     run.update(merge_summaries([r.record_rounds for r in done], percentiles))
     stats = merge_stats([r.stats for r in done])
     run.update({k: stats[k] for k in ("talker_tokens", "talker_tokens_per_s", "codec_steps", "codec_frames",

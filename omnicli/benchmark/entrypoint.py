@@ -1,13 +1,13 @@
 """`run_bench`: the whole of `omni bench` as a library call (the command parses and prints).
 
     args = BenchArgs(runs=[ProfileRun("default", load_profile())], shapes=[LoadShape(concurrency=4)],
-                     report=_Report((50, 90, 99), utc_now(), False, Path("out"), None, None))
+                     report=ReportPlan((50, 90, 99), utc_now(), False, Path("out"), None, None))
     outcome = run_bench(args, BenchRunObserver(), BenchStop())
 
 It owns the prompts, the engines (one in this process, or N on Ray: the pool
 seam of omnicli.driver.pool), the session, the audio the rounds leave
 (--audio-out / --keep-failed), `--eval` scoring, the engines' own run files
-and the result files (omnicli.benchmark.finish). Bad input raises
+and the result files (omnicli.benchmark.outputs). Bad input raises
 `UsageError` (exit 2) before any engine starts; the engine's failure and a
 stop come back in the `BenchOutcome`, with whatever completed reported.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omnicli.benchmark.finish import _Report, _report
+from omnicli.benchmark.outputs import ReportPlan, report_passes
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EnginesPass, PassResult, ProfileRun
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
 from omnicli.driver.pool import EngineFacts, EnginePool, EngineStartError, LocalPool, RoundResult
@@ -52,7 +52,7 @@ class BenchArgs:
 
     runs: list[ProfileRun]  # the profiles, labelled (A/B: several)
     shapes: list[LoadShape]
-    report: _Report  # what to print and write at the end
+    report: ReportPlan  # what to print and write at the end
     manifest: Path | None = None  # None: the shipped demo set
     num_prompts: int | None = None
     seed: int = 0
@@ -190,7 +190,7 @@ def load_bench_prompts(args: BenchArgs) -> PromptSet:
     return prompt_set
 
 
-def check_outputs(report: _Report, outputs: RoundOutputs) -> None:
+def check_outputs(report: ReportPlan, outputs: RoundOutputs) -> None:
     """Every path the run will write, checked before any engine starts (UsageError): results
     that cannot be written at the end would waste the whole benchmark."""
     from omnicli.atomic import folder_write_error
@@ -211,7 +211,7 @@ def check_outputs(report: _Report, outputs: RoundOutputs) -> None:
 
 
 def score_passes(bench_eval: BenchEval, results: Sequence[PassResult | EnginesPass], outputs: RoundOutputs,
-                 prompts: Sequence[Prompt], report: _Report, observer: BenchRunObserver) -> None:
+                 prompts: Sequence[Prompt], report: ReportPlan, observer: BenchRunObserver) -> None:
     """Scores each completed pass's audio; a failure is reported in that pass's entry, never fatal."""
     for result in results:
         folder = outputs.pass_dir(result.profile, result.shape)
@@ -294,7 +294,7 @@ class _Run:
         error = None if interrupted else (session.engine_error if session is not None else None) or (
             None if self.error is None else str(self.error))
         if args.ray is None:
-            return _report(results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error,
+            return report_passes(results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error,
                            forced=forced)
         from omnicli.benchmark.engines import build_engines_run
         from omnicli.scaleout.ray_bench import ray_facts
@@ -303,7 +303,7 @@ class _Run:
         runs = [build_engines_run(p, percentiles=report.percentiles, detailed=report.detailed)  # machine: engine 0's
                 for p in results if isinstance(p, EnginesPass)]
         facts = ray_facts(args.ray.address, args.ray.resources, session.facts if session is not None else [])
-        return _report(results, report, runs=runs, ray=facts, interrupted=interrupted, unfinished=unfinished,
+        return report_passes(results, report, runs=runs, ray=facts, interrupted=interrupted, unfinished=unfinished,
                        engine_error=error, forced=forced)
 
 

@@ -138,9 +138,10 @@ def metric_samples(records: Sequence[RequestRecord]) -> dict[str, list[float]]:
     ok = [r for r in records if r.ok]
     nonempty = [r for r in ok if r.num_samples > 0]
     return {
-        "audio_ttfp": [r.audio_ttfp for r in nonempty],
+        # a successful request with audio has both (the filter only tells the type checker so)
+        "audio_ttfp": [t for r in nonempty if (t := r.audio_ttfp) is not None],
         "e2el": [r.e2el for r in nonempty],
-        "audio_rtf": [r.audio_rtf for r in nonempty],
+        "audio_rtf": [t for r in nonempty if (t := r.audio_rtf) is not None],
         "audio_duration": [r.audio_duration for r in nonempty],
         "audio_underrun": [r.audio_underrun for r in nonempty],
         "ttft": [r.ttft for r in ok if r.ttft is not None],
@@ -181,7 +182,8 @@ def good_requests(records: Sequence[RequestRecord], slos: dict[str, float]) -> i
     for r in records:
         if not r.ok:
             continue
-        values = {k: (0.0 if k == "tpot" and r.tpot is None and r.ttft is not None else _goodput_value(r, k)) for k in slos}
+        values = {k: (0.0 if k == "tpot" and r.tpot is None and r.ttft is not None else _goodput_value(r, k))
+                  for k in slos}
         good += all(v is not None and v <= slos[k] for k, v in values.items())
     return good
 
@@ -213,7 +215,8 @@ def vllm_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]:
     `start_times` are seconds from the round's first submission (vLLM's are perf_counter values:
     only differences mean something). `latencies` and `queue_times` are kept without
     --save-detailed too, as vLLM keeps them."""
-    out: dict[str, list] = {k: [] for k in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times")}
+    keys = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times")
+    out: dict[str, list] = {k: [] for k in keys}
     for rnd in rounds:
         t0 = min((r.start for r in rnd), default=0.0)
         for r in sorted(rnd, key=lambda r: r.start):

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
-from omnicli.benchmark.finish import OutputFormat, _Report, _VllmFiles
+from omnicli.benchmark.outputs import ReportPlan, VllmFiles
 from omnicli.benchmark.session import ProfileRun, utc_now
 from omnicli.engine.request import TTSRequest
 from omnicli.errors import UsageError
@@ -181,11 +181,11 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
         raise OptionError(str(exc), option=hint) from None
 
 
-def vllm_files(o: SimpleNamespace) -> _VllmFiles | None:
+def vllm_files(o: SimpleNamespace) -> VllmFiles | None:
     """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
     from omnicli.benchmark.metrics import parse_goodput
+    from omnicli.benchmark.outputs.vllm import timeline_missing
     from omnicli.benchmark.vllm_format import check_filename_template, parse_metadata, parse_percentile_metrics
-    from omnicli.commands.bench_vllm import timeline_missing  # with the timeline plot, until it is an output plug-in
 
     save = o.save_result or o.append_result
     metrics = parsed(parse_percentile_metrics, o.percentile_metrics, "--percentile-metrics")
@@ -200,7 +200,7 @@ def vllm_files(o: SimpleNamespace) -> _VllmFiles | None:
         parsed(check_filename_template, o.result_filename, "--result-filename")
     if not save and thresholds is None:
         return None
-    return _VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
+    return VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
 
 
 def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineResources | None:
@@ -297,9 +297,9 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
                                  "--profile)", option="--interleave")
     files = vllm_files(o)
     bench_eval = plan_eval(eval_metrics, o.eval_asr, audio_out, runs)
-    report = _Report(
+    report = ReportPlan(
         percentiles, utc_now(), o.save_detailed, o.result_dir, o.result_filename, o.plot, vllm=files,
-        csv_path=o.csv_path, text=o.output_format is OutputFormat.text, report_file=o.report_file,
+        csv_path=o.csv_path, console=o.output_format, report_file=o.report_file,
         report_dirs=[p for p in (audio_out, keep_failed) if p is not None], quiet_progress=o.disable_tqdm,
     )
     return BenchArgs(

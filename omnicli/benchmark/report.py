@@ -1,10 +1,10 @@
-"""Benchmark results: the JSON result (docs/metrics.md keys), Rich tables, A/B ratios.
+"""Benchmark results built from the measured passes: `BenchRun`s, their A/B ratios, the `BenchDocument`.
 
 A result file holds every pass of one invocation:
-`{"omni_version", "started_at", "runs": [...], "comparisons": [...]}`; each
-run is a flat dict with the keys of docs/metrics.md, named as vLLM-Omni's
-`bench serve` names them, so `runs[i]["mean_audio_ttfp_ms"]` reads the same
-number both tools report.
+`{"schema_version", "omni_version", "started_at", "runs": [...], "comparisons": [...]}`; each run
+holds the keys of docs/metrics.md, named as vLLM-Omni's `bench serve` names them, so
+`runs[i]["mean_audio_ttfp_ms"]` in the file (`run.mean_audio_ttfp_ms` here) reads the same number
+both tools report. How they are shown and written: `omnicli.benchmark.outputs`.
 """
 
 from __future__ import annotations
@@ -14,20 +14,21 @@ import math
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from omnicli import __version__
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, detailed_lists, percentile_key, summarize
-from omnicli.benchmark.result_models import BenchDocument
+from omnicli.benchmark.result_models import BenchComparison, BenchDocument, BenchRoundFigures, BenchRun
 from omnicli.benchmark.session import PassResult
 
 # Metrics an A/B comparison reports as ratios b/a (plus every distribution key).
 RATIO_KEYS = ("request_throughput", "audio_throughput", "talker_tokens_per_s", "mean_codec_batch_size")
 # With --interleave: the figures kept per round, and compared over rounds with an interval (b/a).
-ROUND_KEYS = ("audio_throughput", "request_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_e2el_ms", "mean_audio_rtf")
+ROUND_KEYS = ("audio_throughput", "request_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_e2el_ms",
+              "mean_audio_rtf")
 
 
 def distribution_keys(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[str]:
@@ -107,8 +108,26 @@ def build_run(
     detailed: bool = False,
     machine: dict | None = None,
     extra: dict | None = None,
-) -> dict:
-    """The flat result dict of one pass (docs/metrics.md keys)."""
+) -> BenchRun:
+    """The result of one pass (docs/metrics.md keys); ValidationError if a figure broke its model."""
+    return BenchRun.model_validate(run_fields(result, percentiles=percentiles, detailed=detailed, machine=machine,
+                                              extra=extra))
+
+
+def as_run(run: BenchRun | Mapping[str, Any]) -> BenchRun:
+    """A run as the object, from the object or from its file dict (`engines.build_engines_run` builds dicts)."""
+    return run if isinstance(run, BenchRun) else BenchRun.model_validate(run)
+
+
+def run_fields(
+    result: PassResult,
+    *,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    detailed: bool = False,
+    machine: dict | None = None,
+    extra: dict | None = None,
+) -> dict[str, Any]:
+    """`build_run`'s keys and values as a dict, in the file's order (to merge several engines' passes)."""
     resolved = result.profile.profile
     stats = result.stats.to_dict()
     run: dict[str, Any] = {
@@ -174,28 +193,31 @@ def round_figures(result: PassResult) -> list[dict]:
     return out
 
 
-def round_ratios(base: dict, other: dict) -> list[dict]:
-    """Per ROUND_KEYS metric: each side's median and spread over its rounds, and median(b)/median(a) with
-    compare.ratio_estimate's bootstrap interval (none with fewer than compare.MIN_ROUNDS rounds a side)."""
+def round_ratios(base: Sequence[BenchRoundFigures], other: Sequence[BenchRoundFigures]) -> list[dict]:
+    """Per ROUND_KEYS metric: each side's median and spread over its rounds (a run's `per_round`), and
+    median(b)/median(a) with compare.ratio_estimate's bootstrap interval (none with fewer than
+    compare.MIN_ROUNDS rounds a side)."""
     from omnicli.benchmark.compare import MIN_ROUNDS, ratio_estimate, ratio_summary
 
     out = []
     for key in ROUND_KEYS:
-        a = [f[key] for f in base.get("per_round") or [] if _finite(f.get(key))]
-        b = [f[key] for f in other.get("per_round") or [] if _finite(f.get(key))]
+        a = [value for f in base if _finite(value := getattr(f, key))]
+        b = [value for f in other if _finite(value := getattr(f, key))]
         entry: dict[str, Any] = {"metric": key, "a_rounds": len(a), "b_rounds": len(b)}
         for side, values in (("a", a), ("b", b)):
             entry.update({f"{side}_median": float(np.median(values)) if values else None,
-                          f"{side}_min": min(values) if values else None, f"{side}_max": max(values) if values else None})
-        entry.update(ratio=ratio(entry["b_median"], entry["a_median"]), low=None, high=None, confidence=None, measured=None)
+                          f"{side}_min": min(values) if values else None,
+                          f"{side}_max": max(values) if values else None})
+        entry.update(ratio=ratio(entry["b_median"], entry["a_median"]), low=None, high=None, confidence=None,
+                     measured=None)
         if entry["ratio"] is None or min(a) <= 0:
             entry["summary"] = "no ratio (no figure, or a zero one)"
         elif min(len(a), len(b)) < MIN_ROUNDS:
             entry["summary"] = ratio_summary(b, a)
         else:
             estimate = ratio_estimate(b, a)
-            entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence, measured=estimate.measured,
-                         summary=estimate.describe())
+            entry.update(low=estimate.low, high=estimate.high, confidence=estimate.confidence,
+                         measured=estimate.measured, summary=estimate.describe())
         out.append(entry)
     return out
 
@@ -212,37 +234,37 @@ def ratio(b: Any, a: Any) -> float | None:
     return b / a
 
 
-def group_by_shape(runs: Sequence[dict]) -> list[list[dict]]:
+def group_by_shape(runs: Sequence[BenchRun]) -> list[list[BenchRun]]:
     """Runs sharing a load shape (one per profile), in first-seen order."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[BenchRun]] = {}
     for run in runs:
-        groups.setdefault((run["max_concurrency"], run["request_rate"], run["burstiness"]), []).append(run)
+        groups.setdefault((run.max_concurrency, run.request_rate, run.burstiness), []).append(run)
     return list(groups.values())
 
 
-def compare_runs(runs: Sequence[dict], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[dict]:
+def compare_runs(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[dict]:
     """For each load shape, every other profile's metrics divided by the first profile's (b/a)."""
     keys = list(RATIO_KEYS) + distribution_keys(percentiles)
-    out = []
+    out: list[dict[str, Any]] = []
     for group in group_by_shape(runs):
         base = group[0]
         for other in group[1:]:
             out.append(
                 {
-                    "max_concurrency": base["max_concurrency"],
-                    "request_rate": base["request_rate"],
-                    "a": base["profile_label"],
-                    "b": other["profile_label"],
-                    "ratios": {k: ratio(other.get(k), base.get(k)) for k in keys},
+                    "max_concurrency": base.max_concurrency,
+                    "request_rate": base.request_rate,
+                    "a": base.profile_label,
+                    "b": other.profile_label,
+                    "ratios": {k: ratio(other.figure(k), base.figure(k)) for k in keys},
                 }
             )
-            if base.get("interleaved") and other.get("interleaved"):
-                out[-1]["interleaved"] = round_ratios(base, other)
+            if base.interleaved and other.interleaved:
+                out[-1]["interleaved"] = round_ratios(base.per_round or [], other.per_round or [])
     return out
 
 
 def build_document(
-    runs: list[dict],
+    runs: Sequence[BenchRun | Mapping[str, Any]],
     started_at: str,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
     *,
@@ -250,20 +272,23 @@ def build_document(
     engine_error: str | None = None,
     unfinished: str | None = None,
     ray: dict | None = None,
-) -> dict:
-    """The result file. `runs` are the completed passes; when the invocation was
+) -> BenchDocument:
+    """The result file. `runs` are the completed passes (objects, or their dicts); when the invocation was
     interrupted or the engine failed, `unfinished` names the pass it dropped.
     `ray`: where the engines of `omni bench --ray` ran (`BenchRayFacts`)."""
-    document = {
+    objects = [as_run(r) for r in runs]
+    several = len({r.profile_label for r in objects}) > 1
+    fields: dict[str, Any] = {
+        "schema_version": 1,
         "omni_version": __version__,
         "started_at": started_at,
         "interrupted": interrupted,
         "engine_error": engine_error,
         "unfinished": unfinished,
-        "runs": runs,
-        "comparisons": compare_runs(runs, percentiles) if len({r["profile_label"] for r in runs}) > 1 else [],
+        "runs": objects,
+        "comparisons": [BenchComparison.model_validate(c) for c in compare_runs(objects, percentiles)]
+        if several else [],
     }
     if ray is not None:
-        document["ray"] = ray
-    BenchDocument.model_validate(document)  # one definition of the file: a drift fails here, not downstream
-    return document
+        fields["ray"] = ray
+    return BenchDocument.model_validate(fields)

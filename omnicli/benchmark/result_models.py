@@ -1,18 +1,31 @@
-"""The `omni bench` result file as a typed model: validated when written, its JSON Schema from `omni schema bench`.
+"""The `omni bench` result files as typed models (their JSON Schemas: `omni schema bench` / `bench-run`).
 
-Every run carries the keys below whatever happened; the distribution keys
-(`mean_audio_ttfp_ms`, `p99_e2el_ms`, ... one set per `--metric-percentiles`)
-and, with `--save-detailed`, the per-request lists come on top of them.
+`BenchDocument` is the summary file: built from `BenchRun`s, written and loaded back. Every run
+carries the declared keys whatever happened (statistics without samples are null); the `pNN_`
+statistics of `--metric-percentiles` come on top of them, and the optional fields only when their
+option ran (--save-detailed lists, --eval, --ray, --interleave). `VllmRunResult` is one
+`--save-result` file, `vllm bench serve`'s shape.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
-from omnicli.benchmark.metrics import DISTRIBUTIONS
+from omnicli.benchmark.metrics import DISTRIBUTIONS, percentile_key
+from omnicli.errors import UsageError
 
 
 class BenchFailure(BaseModel):
@@ -66,14 +79,16 @@ EVAL_RESULT_KEYS = tuple(k for k in BenchEvalFigures.model_fields if k not in ("
 class BenchEngineRun(BaseModel):
     """With --ray: one engine's figures for a pass (the same keys as a run's, for this engine alone)."""
 
-    model_config = ConfigDict(extra="allow")  # distribution keys and stage counters, as in a run
+    model_config = ConfigDict(extra="allow")  # the rest of a run's keys (checked below), as in a run
 
     engine: int = Field(description="0-based engine index.")
     node: str | None = Field(description="The Ray node id the engine ran on.")
     engine_error: str | None = Field(description="Why this engine failed during the pass (then no figures).")
     device: str | None = None
-    machine: dict[str, Any] | None = Field(None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
-    duration: float | None = Field(None, description="This engine's own first submission to last completion, summed over rounds.")
+    machine: dict[str, Any] | None = Field(
+        None, description="The engine's node, as a run's `machine` (the run's is the first engine's).")
+    duration: float | None = Field(
+        None, description="This engine's own first submission to last completion, summed over rounds.")
     completed: int | None = None
     failed: int | None = None
     request_throughput: float | None = None
@@ -81,6 +96,13 @@ class BenchEngineRun(BaseModel):
     talker_tokens_per_s: float | None = None
     total_audio_duration_s: float | None = None
     failures: list[BenchFailure] | None = None
+
+    @model_validator(mode="after")
+    def _only_run_keys(self) -> BenchEngineRun:
+        for key in self.model_extra or {}:  # the other keys of a run: BenchRun's fields and pNN_ statistics
+            if key not in BenchRun.model_fields and not PERCENTILE_KEY.fullmatch(key):
+                raise ValueError(f"{key}: not a key of a run")
+        return self
 
 
 class BenchRayFacts(BaseModel):
@@ -110,10 +132,23 @@ class BenchRoundFigures(BaseModel):
     mean_audio_rtf: float | None
 
 
-class BenchRun(BaseModel):
-    """One measured pass: a profile under one load shape, its rounds pooled."""
+_STAT_STEMS = "|".join(f"{stem}{suffix}" for stem, suffix, _ in DISTRIBUTIONS)
+_STAT_KEY = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_(" + _STAT_STEMS + ")")
+# The `--metric-percentiles` statistics (`p99_audio_ttfp_ms`, `p99.9_e2el_ms`, ...): one per percentile asked for.
+PERCENTILE_KEY = re.compile(r"p(\d+(?:\.\d+)?)_(" + _STAT_STEMS + ")")
 
-    model_config = ConfigDict(extra="allow")  # distribution keys and --save-detailed lists
+
+class BenchRun(BaseModel):
+    """One measured pass: a profile under one load shape, its rounds pooled.
+
+    Every key of docs/metrics.md is a field; the `pNN_` statistics of `--metric-percentiles` (any
+    percentiles, so not fields) are the only other keys a run may hold, read with `figure(key)` or
+    `percentile(p, stem)`. `to_dict()` is the run as the result file holds it.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={  # extra: the pNN_ statistics, and nothing else
+        "patternProperties": {f"^{PERCENTILE_KEY.pattern}$": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+        "additionalProperties": False})
 
     omni_version: str
     started_at: str
@@ -134,6 +169,10 @@ class BenchRun(BaseModel):
     rounds: int
     warmup_requests: int
     warmup_failed: int
+    ramp_up_strategy: Literal["linear", "exponential"] | None = Field(
+        None, description="--ramp-up-strategy, when given.")
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
     duration: float = Field(description="Seconds from the first submission to the last completion, summed over rounds.")
     round_durations: list[float]
     completed: int
@@ -145,9 +184,53 @@ class BenchRun(BaseModel):
     num_ref_cold: int
     total_audio_duration_s: float
     total_input_tokens: int = Field(description="Talker prompt tokens of the completed requests (vLLM's input tokens).")
-    total_output_tokens: int = Field(description="Talker tokens the completed requests generated (vLLM's output tokens).")
+    total_output_tokens: int = Field(
+        description="Talker tokens the completed requests generated (vLLM's output tokens).")
     request_throughput: float
     audio_throughput: float = Field(description="Audio seconds per wall second.")
+    # Each distribution of metrics.DISTRIBUTIONS: its sample count and statistics (null without samples).
+    # Audio ones are over the successful requests with audio; ttft/tpot/itl are the talker's tokens.
+    num_audio_ttfp_samples: int
+    mean_audio_ttfp_ms: float | None
+    median_audio_ttfp_ms: float | None
+    std_audio_ttfp_ms: float | None
+    num_e2el_samples: int
+    mean_e2el_ms: float | None
+    median_e2el_ms: float | None
+    std_e2el_ms: float | None
+    num_audio_rtf_samples: int
+    mean_audio_rtf: float | None
+    median_audio_rtf: float | None
+    std_audio_rtf: float | None
+    num_audio_duration_samples: int
+    mean_audio_duration_s: float | None
+    median_audio_duration_s: float | None
+    std_audio_duration_s: float | None
+    num_audio_underrun_samples: int
+    mean_audio_underrun_s: float | None
+    median_audio_underrun_s: float | None
+    std_audio_underrun_s: float | None
+    num_ttft_samples: int
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    num_tpot_samples: int
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    num_itl_samples: int
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+
+
+    # vLLM-Omni's engine: per-stage means (omnicli/vllm_omni/stage_metrics.py)
+    stage_talker_tokens_mean: float | None = None
+    stage_talker_time_ms_mean: float | None = None
+    stage_talker_first_output_ms_mean: float | None = None
+    stage_codec_frames_mean: float | None = None
+    stage_codec_time_ms_mean: float | None = None
+    stage_codec_first_output_ms_mean: float | None = None
     talker_tokens: int
     talker_tokens_per_s: float
     codec_steps: int
@@ -158,26 +241,82 @@ class BenchRun(BaseModel):
     codec_ring_headroom: bool | None
     engine_stats: dict[str, Any]
     failures: list[BenchFailure]
-    num_audio_ttfp_samples: int = Field(description="Requests each audio statistic is over (successes with audio).")
-    num_e2el_samples: int
-    num_audio_rtf_samples: int
-    num_audio_duration_samples: int
-    num_audio_underrun_samples: int
-    num_ttft_samples: int = Field(description="Successful requests that got a talker token (the TTFT samples).")
-    num_tpot_samples: int = Field(description="Successful requests with two or more talker tokens.")
-    num_itl_samples: int = Field(description="Gaps between talker outputs, pooled over the successful requests.")
-    ramp_up_strategy: Literal["linear", "exponential"] | None = Field(None, description="--ramp-up-strategy, when given.")
-    ramp_up_start_rps: float | None = None
-    ramp_up_end_rps: float | None = None
-    eval: BenchEvalFigures | None = Field(None, description="With --eval: the figures of omni eval on this pass's audio.")
     num_engines: int | None = Field(
         None, description="With --ray: engines that ran this pass at the same time, each with the whole load shape; "
         "the figures above are their total (throughputs summed, latency samples pooled).")
     per_engine: list[BenchEngineRun] | None = Field(None, description="With --ray: each engine's own figures.")
-    interleaved: bool | None = Field(None, description="With --interleave: true (its rounds alternated with the other profiles').")
+    interleaved: bool | None = Field(
+        None, description="With --interleave: true (its rounds alternated with the other profiles').")
     engine_restarts: bool | None = Field(
-        None, description="With --interleave: true when the engines could not all run at once and each round had a fresh engine.")
+        None, description="With --interleave: true when the engines could not all run at once and each round had "
+        "a fresh engine.")
     per_round: list[BenchRoundFigures] | None = Field(None, description="With --interleave: each round's figures.")
+    eval: BenchEvalFigures | None = Field(
+        None, description="With --eval: the figures of omni eval on this pass's audio.")
+    # --save-detailed: per-request lists in submission order, rounds concatenated (docs/bench.md)
+    utts: list[str] | None = None
+    request_rounds: list[int] | None = None
+    start_times: list[float] | None = None
+    audio_ttfps: list[float | None] | None = None
+    e2els: list[float | None] | None = None
+    audio_durations: list[float] | None = None
+    audio_rtfs: list[float | None] | None = None
+    audio_underruns: list[float | None] | None = None
+    ref_caches: list[str | None] | None = None
+    finish_reasons: list[str | None] | None = None
+    errors: list[str] | None = None
+    request_engines: list[int] | None = Field(None, description="--save-detailed with --ray: each request's engine.")
+
+    @model_validator(mode="after")
+    def _only_percentile_statistics(self) -> BenchRun:
+        for key, value in (self.model_extra or {}).items():
+            if not PERCENTILE_KEY.fullmatch(key):
+                raise ValueError(f"{key}: not a result key (nor a pNN_ statistic of a distribution)")
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                raise ValueError(f"{key}: a statistic is a number or null (got {value!r})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _file_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The file's key order: each distribution's `pNN_` statistics right after its `std_`."""
+        data = handler(self)
+        extra = [k for k in data if k in (self.model_extra or {})]
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in extra:
+                continue
+            out[key] = value
+            if key.startswith("std_"):
+                out.update((k, data[k]) for k in extra if k.endswith(key[3:]) and PERCENTILE_KEY.fullmatch(k))
+        out.update((k, data[k]) for k in extra if k not in out)
+        return out
+
+    def figure(self, key: str) -> Any:
+        """The value of a result key (a field or a `pNN_` statistic); None when the run has none."""
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        return (self.model_extra or {}).get(key)
+
+    def percentile(self, p: float, stem: str) -> float | None:
+        """The `p`th percentile of a distribution (`audio_ttfp`, `e2el`, ...), in its file unit."""
+        return self.figure(f"{percentile_key(p)}_{stem}{_SUFFIX[stem]}")
+
+    @property
+    def percentiles(self) -> list[float]:
+        """The `--metric-percentiles` the run was reported with (read from its `pNN_` keys)."""
+        out: list[float] = []
+        for key in self.model_extra or {}:
+            match = PERCENTILE_KEY.fullmatch(key)
+            if match and float(match.group(1)) not in out:
+                out.append(float(match.group(1)))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as the result file holds it (keys a run did not have stay out)."""
+        return self.model_dump(exclude_unset=True)
+
+
+_SUFFIX = {stem: suffix for stem, suffix, _ in DISTRIBUTIONS}
 
 
 class BenchRoundRatio(BaseModel):
@@ -198,8 +337,10 @@ class BenchRoundRatio(BaseModel):
     low: float | None = Field(description="The bootstrap interval of the ratio; null with fewer than 3 rounds each.")
     high: float | None
     confidence: float | None
-    measured: bool | None = Field(description="The interval excludes 1.0 (a difference was measured); null without an interval.")
-    summary: str = Field(description="As printed: the ratio and interval, 'no difference measured (...)' or 'no interval (...)'.")
+    measured: bool | None = Field(
+        description="The interval excludes 1.0 (a difference was measured); null without an interval.")
+    summary: str = Field(
+        description="As printed: the ratio and interval, 'no difference measured (...)' or 'no interval (...)'.")
 
 
 class BenchComparison(BaseModel):
@@ -213,10 +354,12 @@ class BenchComparison(BaseModel):
 
 
 class BenchDocument(BaseModel):
-    """The result file of one `omni bench` invocation."""
+    """The result file of one `omni bench` invocation: built by `report.build_document`, written with
+    `write(path)`, read back with `BenchDocument.load(path)` (also files written before `schema_version`)."""
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: Literal[1] = Field(1, description="1; raised on a change that breaks readers.")
     omni_version: str
     started_at: str
     interrupted: bool
@@ -226,8 +369,53 @@ class BenchDocument(BaseModel):
     comparisons: list[BenchComparison]
     ray: BenchRayFacts | None = Field(None, description="With --ray: the cluster and the engines' resources.")
 
+    @model_serializer(mode="wrap")
+    def _versioned(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {"schema_version": self.schema_version, **handler(self)}  # also when read from an older file
 
-_STAT_KEY = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_(" + "|".join(f"{stem}{suffix}" for stem, suffix, _ in DISTRIBUTIONS) + ")")
+    @property
+    def percentiles(self) -> list[float]:
+        """The `--metric-percentiles` of the runs (the default ones for a document without runs)."""
+        from omnicli.benchmark.metrics import DEFAULT_PERCENTILES
+
+        return self.runs[0].percentiles if self.runs else list(DEFAULT_PERCENTILES)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as the file holds it (keys a run did not have stay out)."""
+        return self.model_dump(exclude_unset=True)
+
+    def write(self, path: str | Path) -> Path:
+        """Writes the file atomically (a reader never sees half of it)."""
+        from omnicli.atomic import write_json_atomic
+
+        return write_json_atomic(Path(path), self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> BenchDocument:
+        """Reads a result file back; ResultFileError (a usage error) naming the file and why when it cannot."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ResultFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ResultFileError(f"{path}: cannot read it: not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise ResultFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, dict) or "runs" not in data:
+            raise ResultFileError(f"{path}: not an omni bench result file (no `runs`; a --save-result file is "
+                                  "vLLM's shape: re-render the omni-bench-*.json summary beside it)")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ResultFileError(f"{path}: not an omni bench result file: {where}: {first['msg']} "
+                                  f"({exc.error_count()} problem(s))") from None
+
+
+class ResultFileError(UsageError):
+    """A bench result file that cannot be read back."""
 
 
 class VllmRunResult(BaseModel):
@@ -259,7 +447,8 @@ class VllmRunResult(BaseModel):
     total_input_tokens: int = Field(description="0: no text tokens are counted (see key_notes).")
     total_output_tokens: int = Field(description="0, as vLLM-Omni's speech endpoint reports it.")
     request_throughput: float
-    request_goodput: float | None = Field(description="With --goodput: requests meeting every SLO per second; else null, as vLLM.")
+    request_goodput: float | None = Field(
+        description="With --goodput: requests meeting every SLO per second; else null, as vLLM.")
     output_throughput: float
     total_token_throughput: float
     total_audio_duration_s: float
@@ -269,7 +458,8 @@ class VllmRunResult(BaseModel):
     output_lens: list[int] | None = Field(None, description="--save-detailed: talker tokens per request (0 if failed).")
     ttfts: list[float] | None = Field(None, description="--save-detailed: seconds (0.0 if failed).")
     itls: list[list[float]] | None = Field(None, description="--save-detailed: seconds between talker outputs.")
-    start_times: list[float] | None = Field(None, description="--save-detailed: seconds from the round's first submission.")
+    start_times: list[float] | None = Field(
+        None, description="--save-detailed: seconds from the round's first submission.")
     latencies: list[float] = Field(description="e2el seconds per request (0.0 if failed), as vLLM.")
     queue_times: list[float] = Field(description="Seconds each request waited for a concurrency slot.")
     errors: list[str]
@@ -315,7 +505,8 @@ class VllmRunResult(BaseModel):
     machine: dict[str, Any]
     failures: list[BenchFailure]
     eval: BenchEvalFigures | None = None
-    seed_tts_content_error_mean: float | None = Field(None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
+    seed_tts_content_error_mean: float | None = Field(
+        None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
     seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
     utts: list[str] | None = None
     request_rounds: list[int] | None = None

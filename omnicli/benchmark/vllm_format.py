@@ -63,7 +63,8 @@ KEY_NOTES = {
     "start_times": "seconds from the round's first submission (vLLM writes perf_counter values)",
     "input_lens": "talker prompt tokens; output_lens: talker tokens (0 for a failed request)",
     "seed_tts_content_error_mean": "with --eval wer / --seed-tts-wer-eval: omni eval's seed_wer_mean / 100 "
-                                   "(seed-tts-eval's WER, empty transcripts counted as 1.0), over seed_tts_content_evaluated",
+                                   "(seed-tts-eval's WER, empty transcripts counted as 1.0), over "
+                                   "seed_tts_content_evaluated",
 }
 
 
@@ -86,7 +87,8 @@ def parse_percentile_metrics(text: str | None) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     bad = [n for n in names if n not in METRIC_NAMES]
     if bad or not names:
-        raise ValueError(f"unknown metric(s) {', '.join(map(repr, bad)) or 'none given'} (choose from {', '.join(METRIC_NAMES)})")
+        raise ValueError(f"unknown metric(s) {', '.join(map(repr, bad)) or 'none given'} "
+                         f"(choose from {', '.join(METRIC_NAMES)})")
     return names
 
 
@@ -207,7 +209,8 @@ def result_filename(doc: Mapping[str, Any], *, profile_label: str | None = None)
 def _shape_part(doc: Mapping[str, Any]) -> str:
     concurrency = f"-concurrency{doc['max_concurrency']}" if doc.get("max_concurrency") is not None else ""
     if doc.get("ramp_up_strategy"):
-        return f"ramp-up-{doc['ramp_up_strategy']}-{doc['ramp_up_start_rps']}qps-{doc['ramp_up_end_rps']}qps{concurrency}"
+        return (f"ramp-up-{doc['ramp_up_strategy']}-{doc['ramp_up_start_rps']}qps-{doc['ramp_up_end_rps']}qps"
+                f"{concurrency}")
     rate = doc["request_rate"]
     return f"{'inf' if rate == 'inf' else str(float(rate))}qps{concurrency}"
 
@@ -235,8 +238,10 @@ def run_filename(template: str, doc: Mapping[str, Any], *, profile_label: str, o
     shape (and profile) is added before the suffix (`r.json` -> `r-infqps-concurrency8.json`)."""
     concurrency = doc.get("max_concurrency")
     rate = doc["request_rate"]
-    values = {"concurrency": "none" if concurrency is None else concurrency, "rate": "inf" if rate == "inf" else f"{float(rate):g}",
-              "profile": profile_label, "label": doc["label"], "model": str(doc.get("model_id") or "model").split("/")[-1],
+    values = {"concurrency": "none" if concurrency is None else concurrency,
+              "rate": "inf" if rate == "inf" else f"{float(rate):g}",
+              "profile": profile_label, "label": doc["label"],
+              "model": str(doc.get("model_id") or "model").split("/")[-1],
               "date": doc["date"]}
     if check_filename_template(template):
         name = template.format_map(values)
@@ -260,7 +265,8 @@ def write_result(path: str | Path, doc: Mapping[str, Any], *, append: bool = Fal
 
 def read_results(path: str | Path) -> list[dict]:
     """Every object in a result file (one, or several appended): how tools read them back."""
-    decoder, text, out, i = json.JSONDecoder(), Path(path).read_text(encoding="utf-8"), [], 0
+    decoder, text, i = json.JSONDecoder(), Path(path).read_text(encoding="utf-8"), 0
+    out: list[dict] = []
     while True:
         while i < len(text) and text[i].isspace():
             i += 1

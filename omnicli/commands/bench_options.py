@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from omnicli.benchmark.finish import OutputFormat
+from omnicli.benchmark.outputs import OutputFormat
 from omnicli.benchmark.options import KEEP_FAILED_ENV
 
 _VLLM = "vLLM compatibility"
