@@ -15,7 +15,7 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 import omnicli.benchmark.entrypoint as bench_entry
-import omnicli.commands.bench_vllm as bench_vllm
+import omnicli.benchmark.outputs.vllm as vllm_output
 from omnicli.cli import app
 from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from tests import vllm_readers
@@ -256,7 +256,7 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
     import vllm.benchmarks.plot as vplot  # vLLM's own: the project runs on vLLM
 
     monkeypatch.setattr(vplot, "generate_timeline_plot", lambda data, path, itl_thresholds: calls.append((data, path, itl_thresholds)))
-    monkeypatch.setattr(bench_vllm, "timeline_missing", lambda: None)  # plotly is optional: the drawing is stubbed
+    monkeypatch.setattr(vllm_output, "timeline_missing", lambda: None)  # plotly is optional: the drawing is stubbed
     m = manifest(tmp_path, ["a b", "c"])
     bench(str(m), "--plot-timeline", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     (data, path, thresholds), = calls

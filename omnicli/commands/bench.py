@@ -14,8 +14,8 @@ import typer
 from rich.markup import escape
 
 from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
-from omnicli.benchmark.outputs import OutputFormat
 from omnicli.benchmark.options import OptionError, bench_args
+from omnicli.benchmark.outputs import OutputFormat
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
 from omnicli.commands.bench_console import ConsoleObserver

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from omnicli.benchmark.outputs import OutputFormat
 from omnicli.benchmark.options import KEEP_FAILED_ENV
+from omnicli.benchmark.outputs import OutputFormat
 
 _VLLM = "vLLM compatibility"
 _NOT_APPLYING = "vLLM's server flag: accepted, and ignored (the engine is embedded: no server)."
