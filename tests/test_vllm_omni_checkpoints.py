@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_tiny_speech_tokenizer_loads_with_vllm_omni_and_decodes_audible_pcm(tiny
     assert float(wav.std()) > 1e-3
 
 
-def _decode_step_logits(w: dict, cfg: dict, gen) -> "object":
+def _decode_step_logits(w: dict, cfg: dict, gen: Any) -> Any:
     """The codec head's logits for one decode step of the edited talker, from its own weights: the step
     input (codec embeddings of a random frame + the projected tts_pad text), layer writes into the
     residual stream, the final RMS norm, the head."""

@@ -299,10 +299,12 @@ def make_talker_stop(weights: dict, cfg: dict, mean_frames: float) -> float:
     logit = temperature * math.log(p * (top_k - 1) / (1.0 - p))
     weights["talker.text_projection.linear_fc2.weight"][k, :] = 0.0
     weights["talker.text_projection.linear_fc2.bias"][k] = _STOP_LEVEL
+    embeddings = ("talker.model.codec_embedding.", "talker.code_predictor.model.codec_embedding.")
+    writes = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
     for name, w in weights.items():
-        if name == "talker.model.codec_embedding.weight" or name.startswith("talker.code_predictor.model.codec_embedding."):
+        if name.startswith(embeddings):
             w[:, k] = 0.0  # codec embeddings (summed into each step's input) leave the channel alone
-        elif name.startswith("talker.model.layers.") and name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+        elif name.startswith("talker.model.layers.") and name.endswith(writes):
             w[k, :] = 0.0  # so do the layers' writes into the residual stream
     head = weights["talker.codec_head.weight"]
     head[:, k] = 0.0
