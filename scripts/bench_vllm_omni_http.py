@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,7 @@ def _percentile(result: dict, metric: str, p: float) -> float:
 # ------------------------------------------------------------------ in-process side
 
 
-async def in_process_round(engine: Any, prompts: list, concurrency: int) -> dict:
+async def in_process_round(engine: Any, prompts: Sequence[Any], concurrency: int) -> dict:
     t0 = time.perf_counter()
     result = await run_round(engine, prompts, LoadShape(concurrency=concurrency), id_prefix=f"c{concurrency}-{time.time_ns()}")
     wall = time.perf_counter() - t0

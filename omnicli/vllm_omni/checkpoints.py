@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate
 
@@ -95,7 +96,7 @@ _SPEAKERS = {"vivian": 3000, "ryan": 3001}  # CustomVoice only; ids chosen in th
 # Text specials after the regular vocabulary, in the published order.
 _TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>"]
 
-_TINY = {
+_TINY: dict[str, Any] = {
     "text_regular": 256,  # byte-level symbols
     "talker": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
                "num_key_value_heads": 1, "head_dim": 32, "text_hidden_size": 64},
@@ -112,7 +113,7 @@ _TINY = {
                 "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64, "decoder_dim": 32},
 }
 # Qwen3-TTS-12Hz-0.6B dimensions (the text vocabulary keeps the published 151,936 ids).
-_REAL = {
+_REAL: dict[str, Any] = {
     "text_regular": 151643,
     "talker": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
                "num_key_value_heads": 8, "head_dim": 128, "text_hidden_size": 2048},

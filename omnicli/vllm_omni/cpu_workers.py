@@ -24,7 +24,8 @@ class CpuARModelRunner(GPUARModelRunner, CPUModelRunner):
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         super().load_model(*args, **kwargs)
-        align_embedding_dtype(self.model, self.dtype)
+        if isinstance(self.dtype, torch.dtype):  # vLLM has resolved "auto" by now
+            align_embedding_dtype(self.model, self.dtype)
 
 
 def align_embedding_dtype(model: torch.nn.Module, dtype: torch.dtype) -> list[str]:
@@ -38,11 +39,15 @@ def align_embedding_dtype(model: torch.nn.Module, dtype: torch.dtype) -> list[st
     """
     changed = []
     for name, module in model.named_modules():
-        for owner, label in ((module, name), (getattr(module, "_prompt_builder", None), f"{name}._prompt_builder")):
+        owners: list[tuple[Any, str]] = [(module, name or "model")]
+        builder = getattr(module, "_prompt_builder", None)
+        if builder is not None:
+            owners.append((builder, f"{name}._prompt_builder"))
+        for owner, label in owners:
             current = getattr(owner, "_embedding_dtype", None)
             if isinstance(current, torch.dtype) and current != dtype:
                 owner._embedding_dtype = dtype
-                changed.append(label or "model")
+                changed.append(label)
     return changed
 
 

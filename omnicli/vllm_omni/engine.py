@@ -267,7 +267,7 @@ class OmniEngine:
                 yield out
         except OmniEngineDeadError as exc:
             self._die(f"a vLLM-Omni stage died: {exc}")
-            raise EngineDead(self._dead) from None
+            raise EngineDead(self._dead or str(exc)) from None
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:

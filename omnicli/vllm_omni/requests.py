@@ -221,7 +221,7 @@ class Qwen3RequestBuilder:
         stage0 = params[0] = copy.deepcopy(params[0])
         configured = getattr(stage0, "max_tokens", None)
         explicit = request.max_new_tokens is not None
-        if explicit:
+        if request.max_new_tokens is not None:
             cap: int | None = int(request.max_new_tokens)
         else:
             rate, floor = CODEC_BUDGETS[task]
