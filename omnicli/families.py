@@ -52,6 +52,8 @@ class Family:
     extra_label: str = ""  # what `omni models list` calls that need
     requires: tuple[str, ...] = ()  # importable modules the family needs
     install_hint: str = ""  # how to get `requires`
+    # model_options key by which a profile consents to code from the checkpoint folder (auto_map); None: never
+    remote_code_option: str | None = None
 
 
 class UnknownFamily(UsageError, ValueError):
@@ -116,10 +118,15 @@ def check_available(name: str) -> Family:
 # -- what `omni models` shows, checks and builds ------------------------------------
 
 
-def check_checkpoints(name: str, model_path: str | None, codec_path: str | None) -> None:
+def check_checkpoints(name: str, model_path: str | None, codec_path: str | None,
+                      model_options: dict | None = None) -> None:
     """Raises CheckpointMissing naming every place looked when a part is not on disk, and
-    ModelFileError when a part names code of its own or holds a damaged file (omnicli.model_files)."""
-    specs = get_family(name).checkpoint_specs()
+    ModelFileError when a part names code of its own or holds a damaged file (omnicli.model_files).
+    Code of its own is allowed only for a family with `remote_code_option` whose profile sets it to true."""
+    family = get_family(name)
+    option = family.remote_code_option
+    trusted = option is not None and (model_options or {}).get(option) is True
+    specs = family.checkpoint_specs()
     if not specs:
         return
     from omnicli.engine.models.checkpoints import CheckpointMissing, locate
@@ -132,7 +139,7 @@ def check_checkpoints(name: str, model_path: str | None, codec_path: str | None)
         except CheckpointMissing as exc:
             problems.append(str(exc))
             continue
-        check_model_folder(folder)  # ModelFileError (bad input): remote code, a damaged file
+        check_model_folder(folder, allow_remote_code=trusted)  # ModelFileError (bad input): remote code, damage
     if problems:
         raise CheckpointMissing("\n".join(problems))
 

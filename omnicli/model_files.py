@@ -115,9 +115,11 @@ def _tensor_problem(entry: object, data_bytes: int) -> str | None:
     return None
 
 
-def check_model_folder(folder: Path) -> None:
-    """Everything above for one checkpoint folder: no remote code, JSON that parses, sane safetensors headers."""
-    refuse_remote_code(folder)
+def check_model_folder(folder: Path, *, allow_remote_code: bool = False) -> None:
+    """Everything above for one checkpoint folder: no remote code (unless the profile consented, see
+    Family.remote_code_option), JSON that parses, sane safetensors headers."""
+    if not allow_remote_code:
+        refuse_remote_code(folder)
     for name in JSON_FILES:
         if (folder / name).is_file():
             read_json(folder / name)

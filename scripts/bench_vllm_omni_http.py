@@ -1,7 +1,7 @@
 """In-process vs the HTTP path on one Qwen3-TTS checkpoint, side by side in one run.
 
     python scripts/bench_vllm_omni_http.py CKPT_DIR [--rows 8] [--concurrency 1,4,8] [--rounds 3]
-        [--tokens 48] [--profile qwen3-tts] [--port 8091] [--out DIR]
+        [--tokens 150] [--stop-frames 25] [--profile qwen3-tts] [--port 8091] [--out DIR]
 
 HTTP: vLLM-Omni's own server (`vllm-omni serve CKPT --omni --deploy-config OVERLAY`) driven by
 its own client (`vllm-omni bench serve --omni --backend openai-audio-speech --dataset-name
@@ -9,7 +9,13 @@ seed-tts`). In-process: `omni`'s engine (OmniEngine over AsyncOmni) driven by `o
 request driver (omnicli.benchmark.session.run_round). Both sides get the same deploy overlay
 (built from --profile), the same rows (the demo Seed-TTS set, the first --rows rows in file order)
 the same language (English) and the same talker cap (--tokens). Both stay up for the whole run; the rounds alternate
-(HTTP, in-process, HTTP, ...) at each concurrency, so load drift hits both alike.
+(HTTP, in-process, HTTP, ...; omnicli.benchmark.compare.run_interleaved) at each concurrency, so load drift hits
+both alike.
+
+When CKPT_DIR does not exist, a tiny random-weight Base checkpoint whose talker ends by codec EOS after about
+--stop-frames frames is built there (build_tiny_qwen3_tts(stop_frames=...)): vLLM-Omni's server rejects a Base
+request that ends by length, and a plain random talker never says EOS. Keep --tokens well above --stop-frames
+(the lengths are geometric: P(reaching 150 at a mean of 25) is about 0.2%).
 
 Per side and concurrency it prints the medians over rounds of audio-s/s, requests/s, mean and
 p99 first-audio latency, then in-process/HTTP ratios with a bootstrap 90% interval ("no
@@ -28,18 +34,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from omnicli.benchmark.compare import ratio_estimate
+from omnicli.benchmark.compare import ratio_summary, run_interleaved
 from omnicli.benchmark.prompts import load_prompts
 from omnicli.benchmark.session import run_round
 from omnicli.driver import LoadShape
 from omnicli.driver.records import audio_duration, audio_ttfp
 from omnicli.profile import load_profile
+from omnicli.vllm_omni.checkpoints import build_tiny_qwen3_tts
 from omnicli.vllm_omni.overlay import build_overlay, write_overlay
 from omnicli.vllm_omni.shims import install_import_shims
 
@@ -136,7 +146,7 @@ def _percentile(result: dict, metric: str, p: float) -> float:
 # ------------------------------------------------------------------ in-process side
 
 
-async def in_process_round(engine, prompts, concurrency: int) -> dict:
+async def in_process_round(engine: Any, prompts: Sequence[Any], concurrency: int) -> dict:
     t0 = time.perf_counter()
     result = await run_round(engine, prompts, LoadShape(concurrency=concurrency), id_prefix=f"c{concurrency}-{time.time_ns()}")
     wall = time.perf_counter() - t0
@@ -149,19 +159,41 @@ async def in_process_round(engine, prompts, concurrency: int) -> dict:
         "mean_first_audio_ms": 1000 * float(np.mean(first)) if first else float("nan"),
         "p99_first_audio_ms": 1000 * float(np.percentile(first, 99)) if first else float("nan"),
         "completed": len(ok),
+        "hit_cap": sum(1 for r in ok if r.info is not None and r.info.hit_cap),
     }
+
+
+class EngineThread:
+    """The in-process engine on its own event loop (it is bound to the loop it started on), so the
+    interleaved rounds can be plain calls."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="omni-engine-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float = 1800) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
 
 
 # ------------------------------------------------------------------ the run
 
 
-async def main_async(args) -> int:
+def main_run(args: argparse.Namespace) -> int:
     from omnicli.vllm_omni.engine import OmniEngine
 
     install_import_shims()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     ckpt = args.ckpt.resolve()
+    if not ckpt.exists():
+        info = build_tiny_qwen3_tts(ckpt, seed=0, kind="base", stop_frames=args.stop_frames)
+        print(f"built a tiny Base checkpoint at {ckpt} (talker stops after ~{args.stop_frames:g} frames, "
+              f"EOS logit {info['eos_logit']:.2f})", flush=True)
     levels = [int(c) for c in args.concurrency.split(",")]
     slots = args.max_num_seqs or max(levels)
     resolved = load_profile(args.profile, platform="cpu", overrides=[
@@ -172,18 +204,23 @@ async def main_async(args) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-http-", dir=out))
     manifest = demo_rows(args.rows, tmp / "seed-tts")
     prompts = load_prompts(manifest, num_prompts=args.rows, shuffle=False, max_new_tokens=args.tokens).prompts
-    print(f"overlay {overlay_path} (digest {overlay.digest}); {len(prompts)} rows; cap {args.tokens} tokens", flush=True)
+    print(f"overlay {overlay_path} (digest {overlay.digest}); {len(prompts)} rows; cap {args.tokens} tokens; "
+          f"{slots} slots per stage", flush=True)
 
     server = Server(ckpt, overlay_path, args.port, out / "server.log")
+    loop = EngineThread()
     engine = None
+    figures: dict[str, dict[int, list[dict]]] = {"http": {c: [] for c in levels}, "in_process": {c: [] for c in levels}}
+    starts: dict[str, float] = {}
     try:
         try:
-            start = server.wait_ready()
+            starts["http"] = server.wait_ready()
         except RuntimeError as exc:
             print(f"HTTP path: vLLM-Omni's server did not start: {exc}\n--- server log (tail) ---\n{server.tail()}")
             return 3
-        print(f"server ready in {start:.0f} s", flush=True)
-        engine = await OmniEngine.start(resolved)
+        print(f"server ready in {starts['http']:.0f} s", flush=True)
+        engine = loop.run(OmniEngine.start(resolved))
+        starts["in_process"] = engine.startup_seconds
         print(f"in-process engine ready in {engine.startup_seconds:.0f} s", flush=True)
         # One discarded warm-up pass per side (first requests pay for lazy initialisation).
         try:
@@ -192,55 +229,78 @@ async def main_async(args) -> int:
             errors = [ln for ln in server.tail(400).splitlines() if "Error" in ln][-6:]
             print(f"HTTP path: the server started but failed its first requests: {exc}\n" + "\n".join(errors))
             return 3
-        await in_process_round(engine, prompts[:4], 4)
-        rounds: dict[str, dict[int, list[dict]]] = {"http": {c: [] for c in levels}, "in_process": {c: [] for c in levels}}
+        loop.run(in_process_round(engine, prompts[:4], 4))
         for c in levels:
-            for r in range(args.rounds):
-                for side in ("http", "in_process"):
-                    load = os.getloadavg()[0]
-                    fig = (http_round(ckpt, manifest, args.rows, c, args.tokens, args.port, tmp) if side == "http"
-                           else await in_process_round(engine, prompts, c))
+            def http(c: int = c) -> float:
+                fig = http_round(ckpt, manifest, args.rows, c, args.tokens, args.port, tmp)
+                figures["http"][c].append(fig)
+                return fig["audio_s_per_s"]
+
+            def in_process(c: int = c) -> float:
+                fig = loop.run(in_process_round(engine, prompts, c))
+                figures["in_process"][c].append(fig)
+                return fig["audio_s_per_s"]
+
+            def told(side: str, r: int, _value: float, c: int = c) -> None:
+                fig = figures[side][c][-1]
+                print(f"c={c} round {r + 1} {side:10} " + "  ".join(f"{k} {fig[k]:.3f}" for k in FIGURES)
+                      + f"  completed {fig['completed']}/{args.rows}  load {os.getloadavg()[0]:.1f}", flush=True)
+
+            rounds = run_interleaved({"http": http, "in_process": in_process}, rounds=args.rounds, on_round=told)
+            for side, phase in rounds.items():
+                for fig, load in zip(figures[side][c], phase.load, strict=True):
                     fig["load"] = load
-                    rounds[side][c].append(fig)
-                    print(f"c={c} round {r + 1} {side:10} " + "  ".join(f"{k} {fig[k]:.3f}" for k in FIGURES)
-                          + f"  completed {fig['completed']}  load {load:.1f}", flush=True)
     finally:
         if engine is not None:
-            await engine.close()
+            loop.run(engine.close(), timeout=300)
+        loop.stop()
         server.stop()
-    report(rounds, levels)
-    (out / "results.json").write_text(json.dumps({"profile": args.profile, "overlay_digest": overlay.digest,
-                                                  "rows": args.rows, "tokens": args.tokens, "rounds": rounds}, indent=2))
+    report(figures, levels)
+    (out / "results.json").write_text(json.dumps({
+        "profile": args.profile, "overlay_digest": overlay.digest, "rows": args.rows, "tokens": args.tokens,
+        "slots": slots, "start_seconds": starts, "rounds": figures}, indent=2))
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def report(rounds: dict, levels: list[int]) -> None:
-    print("\nmedians over rounds (in-process / HTTP ratio, bootstrap 90% interval)")
+def report(figures: dict, levels: list[int]) -> None:
+    print("\nmedian (min-max) over rounds; in-process / HTTP: ratio of medians, bootstrap 90% interval")
     for c in levels:
-        print(f"concurrency {c}:")
+        loads = [f["load"] for side in figures.values() for f in side[c] if "load" in f]
+        print(f"concurrency {c} (load average {min(loads, default=0):.1f}-{max(loads, default=0):.1f}):")
         for key in FIGURES:
-            a = [f[key] for f in rounds["in_process"][c]]
-            b = [f[key] for f in rounds["http"][c]]
-            line = f"  {key:22} in-process {np.median(a):10.3f}   HTTP {np.median(b):10.3f}"
-            if len(a) >= 2 and len(b) >= 2 and all(np.isfinite(a + b)) and min(b) > 0:
-                line += "   " + ratio_estimate(a, b).describe()
+            a = [f[key] for f in figures["in_process"][c]]
+            b = [f[key] for f in figures["http"][c]]
+            line = f"  {key:20} in-process {_spread(a)}   HTTP {_spread(b)}"
+            if a and b and all(np.isfinite(a + b)) and min(b) > 0:
+                line += "   " + ratio_summary(a, b)
             print(line)
+        done = {side: sum(f["completed"] for f in figures[side][c]) for side in figures}
+        print(f"  completed requests: in-process {done['in_process']}, HTTP {done['http']}")
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{np.median(values):9.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("ckpt", type=Path, help="a Qwen3-TTS Base checkpoint (e.g. build-tiny's DIR/base)")
+    ap.add_argument("ckpt", type=Path,
+                    help="a Qwen3-TTS Base checkpoint (built here, with a stopping talker, if absent)")
     ap.add_argument("--profile", default="qwen3-tts")
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--concurrency", default="1,4,8")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=48, help="talker token cap per request, both sides")
+    ap.add_argument("--tokens", type=int, default=150, help="talker token cap per request, both sides")
+    ap.add_argument("--stop-frames", type=float, default=25.0,
+                    help="mean talker frames before EOS of a built checkpoint")
     ap.add_argument("--port", type=int, default=8091)
     ap.add_argument("--max-num-seqs", type=int, default=0, help="slots per stage, both sides (0: the largest concurrency)")
     ap.add_argument("--out", type=Path, default=Path("bench-vllm-omni-http"))
     args = ap.parse_args()
-    sys.exit(asyncio.run(main_async(args)))
+    sys.exit(main_run(args))
 
 
 if __name__ == "__main__":

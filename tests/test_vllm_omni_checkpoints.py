@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,82 @@ def test_tiny_speech_tokenizer_loads_with_vllm_omni_and_decodes_audible_pcm(tiny
     assert wav.shape[-1] == 12 * 1920  # 12.5 frames/s at 24 kHz
     assert 0.05 < float(wav.abs().max()) < 5  # not silence (fresh codebooks are all zero)
     assert float(wav.std()) > 1e-3
+
+
+def _decode_step_logits(w: dict, cfg: dict, gen: Any) -> Any:
+    """The codec head's logits for one decode step of the edited talker, from its own weights: the step
+    input (codec embeddings of a random frame + the projected tts_pad text), layer writes into the
+    residual stream, the final RMS norm, the head."""
+    import torch
+
+    t = cfg["talker_config"]
+    codes = torch.randint(0, 2048, (t["num_code_groups"],), generator=gen)
+    x = w["talker.model.codec_embedding.weight"][codes[0]].clone()
+    for g in range(t["num_code_groups"] - 1):
+        x += w[f"talker.code_predictor.model.codec_embedding.{g}.weight"][codes[g + 1]]
+    pad = w["talker.model.text_embedding.weight"][cfg["tts_pad_token_id"]]
+    hidden = torch.nn.functional.silu(w["talker.text_projection.linear_fc1.weight"] @ pad
+                                      + w["talker.text_projection.linear_fc1.bias"])
+    x += w["talker.text_projection.linear_fc2.weight"] @ hidden + w["talker.text_projection.linear_fc2.bias"]
+    for i in range(t["num_hidden_layers"]):
+        o, d = w[f"talker.model.layers.{i}.self_attn.o_proj.weight"], w[f"talker.model.layers.{i}.mlp.down_proj.weight"]
+        x += o @ torch.randn(o.shape[1], generator=gen) + d @ torch.randn(d.shape[1], generator=gen)
+    x = x / x.pow(2).mean().sqrt() * w["talker.model.norm.weight"]
+    return w["talker.codec_head.weight"] @ x
+
+
+def test_a_stopping_talker_says_eos_after_about_the_asked_number_of_frames():
+    import torch
+
+    from omnicli.vllm_omni.checkpoints import _TINY, _qwen3_config, _talker_weights, make_talker_stop
+
+    cfg = _qwen3_config(_TINY, "base", 262)
+    eos = cfg["talker_config"]["codec_eos_token_id"]
+    plain = _talker_weights(cfg, torch.Generator().manual_seed(0))
+    stopping = {k: v.clone() for k, v in plain.items()}
+    make_talker_stop(stopping, cfg, mean_frames=25)
+    gen = torch.Generator().manual_seed(1)
+
+    def eos_chance(weights: dict) -> float:
+        """P(EOS) per step under the build's sampling (temperature 0.9, top-k 50, codec ids 1..2047 + EOS)."""
+        chances = []
+        for _ in range(200):
+            logits = _decode_step_logits(weights, cfg, gen)
+            allowed = torch.cat([logits[1:2048], logits[eos:eos + 1]])
+            top = torch.topk(allowed / 0.9, 50)
+            probs = torch.softmax(top.values, 0)
+            chances.append(float(probs[top.indices == allowed.numel() - 1].sum()))
+        return sum(chances) / len(chances)
+
+    assert eos_chance(plain) < 0.005  # the plain random talker: (almost) never a stop
+    chance = eos_chance(stopping)
+    assert 1 / 25 * 0.8 < chance < 1 / 25 * 1.25, chance  # a mean length of about 25 frames
+    changed = [k for k in plain if not torch.equal(plain[k], stopping[k])]
+    assert "talker.codec_head.weight" in changed and len(changed) < len(plain)  # the rest of the talker is untouched
+    with pytest.raises(ValueError, match="above 1"):
+        make_talker_stop(stopping, cfg, mean_frames=1)
+
+
+@needs_vllm_omni
+def test_the_talker_builds_its_embeddings_in_the_model_dtype():
+    import torch
+
+    from omnicli.vllm_omni.cpu_workers import align_embedding_dtype
+
+    class Builder:
+        _embedding_dtype = torch.bfloat16
+
+    class Talker(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self._embedding_dtype = torch.bfloat16
+            self._prompt_builder = Builder()
+            self.layer = torch.nn.Linear(2, 2)
+
+    model = torch.nn.Sequential(Talker())
+    assert align_embedding_dtype(model, torch.float32) == ["0", "0._prompt_builder"]
+    assert model[0]._embedding_dtype == model[0]._prompt_builder._embedding_dtype == torch.float32
+    assert align_embedding_dtype(model, torch.float32) == []  # nothing left to change
+    buffer = torch.zeros(4, 3)  # the runner's inputs_embeds in the model dtype: the batched step's copy now works
+    buffer.index_copy_(0, torch.tensor([1, 3]), torch.ones(2, 3, dtype=model[0]._embedding_dtype))
+    assert float(buffer.sum()) == 6.0

@@ -36,7 +36,8 @@ vllm_omni = pytest.importorskip("vllm_omni", reason="vLLM-Omni is not installed 
 CAP = 12  # talker tokens per test request: 11 frames of audio
 # Small stages; the configured talker budget (default_sampling_params.max_tokens) is kept short so a
 # request without a cap reaches the automatic budget in a few steps.
-SETS = ["talker.max_num_seqs=4", "codec.max_num_seqs=4", "talker.max_new_tokens=16", "talker.dtype=bfloat16"]
+# float32 talker: its batched decode step needs our embedding-dtype alignment (cpu_workers.align_embedding_dtype).
+SETS = ["talker.max_num_seqs=4", "codec.max_num_seqs=4", "talker.max_new_tokens=16", "talker.dtype=float32"]
 
 
 class Harness:

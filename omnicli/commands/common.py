@@ -147,7 +147,7 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
     resolved = load_profile(profile, overrides=sets or [], platform=platform)
     p = resolved.profile
     check_available(p.model)
-    check_checkpoints(p.model, p.model_path, p.codec_path)
+    check_checkpoints(p.model, p.model_path, p.codec_path, p.model_options)
     return resolved
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate
 
@@ -95,7 +96,7 @@ _SPEAKERS = {"vivian": 3000, "ryan": 3001}  # CustomVoice only; ids chosen in th
 # Text specials after the regular vocabulary, in the published order.
 _TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>"]
 
-_TINY = {
+_TINY: dict[str, Any] = {
     "text_regular": 256,  # byte-level symbols
     "talker": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
                "num_key_value_heads": 1, "head_dim": 32, "text_hidden_size": 64},
@@ -112,7 +113,7 @@ _TINY = {
                 "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64, "decoder_dim": 32},
 }
 # Qwen3-TTS-12Hz-0.6B dimensions (the text vocabulary keeps the published 151,936 ids).
-_REAL = {
+_REAL: dict[str, Any] = {
     "text_regular": 151643,
     "talker": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
                "num_key_value_heads": 8, "head_dim": 128, "text_hidden_size": 2048},
@@ -271,8 +272,55 @@ def _scale_output(model, state: dict, gen, peak: float = 0.5) -> None:
         state[name] = state[name] * (peak / got)
 
 
-def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, kind: str = "base") -> dict:
-    """Writes one Qwen3-TTS checkpoint folder at `dest` (random weights, published layout)."""
+# The hidden dimension `make_talker_stop` reserves as a constant (the "stop" channel).
+_STOP_DIM = 0
+_STOP_LEVEL = 10.0  # its value in every input embedding: it dominates the final RMS norm
+
+
+def make_talker_stop(weights: dict, cfg: dict, mean_frames: float) -> float:
+    """Edits random talker `weights` in place so the talker says codec EOS after about `mean_frames` frames.
+
+    A random talker almost never samples EOS (1 id of 2,048), so every Base request runs into its
+    budget and vLLM-Omni's server rejects it. Here one hidden dimension carries a constant: the text
+    projection's bias writes it into every input embedding (prompt and decode steps alike), no codec
+    embedding and no layer output touches it, so after the final norm it is the same at every step,
+    and the codec head reads it only in the EOS row. That gives EOS one fixed logit while the code
+    logits stay near 0: a constant per-frame chance of 1/mean_frames under the checkpoint's sampling
+    (temperature, top-k of generation_config.json), so lengths are geometric with that mean.
+    Returns the EOS logit chosen.
+    """
+    import math
+
+    if mean_frames <= 1:
+        raise ValueError(f"mean_frames must be above 1; got {mean_frames}")
+    t = cfg["talker_config"]
+    k, h = _STOP_DIM, t["hidden_size"]
+    temperature, top_k = 0.9, 50  # the build's generation_config.json
+    p = 1.0 / mean_frames
+    logit = temperature * math.log(p * (top_k - 1) / (1.0 - p))
+    weights["talker.text_projection.linear_fc2.weight"][k, :] = 0.0
+    weights["talker.text_projection.linear_fc2.bias"][k] = _STOP_LEVEL
+    embeddings = ("talker.model.codec_embedding.", "talker.code_predictor.model.codec_embedding.")
+    writes = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
+    for name, w in weights.items():
+        if name.startswith(embeddings):
+            w[:, k] = 0.0  # codec embeddings (summed into each step's input) leave the channel alone
+        elif name.startswith("talker.model.layers.") and name.endswith(writes):
+            w[k, :] = 0.0  # so do the layers' writes into the residual stream
+    head = weights["talker.codec_head.weight"]
+    head[:, k] = 0.0
+    head[t["codec_eos_token_id"], :] = 0.0
+    # After the norm the channel is about sqrt(hidden) (it holds nearly all of the vector's energy).
+    head[t["codec_eos_token_id"], k] = logit / math.sqrt(h)
+    return logit
+
+
+def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, kind: str = "base",
+                         stop_frames: float | None = None) -> dict:
+    """Writes one Qwen3-TTS checkpoint folder at `dest` (random weights, published layout).
+
+    `stop_frames`: a talker that ends by codec EOS after about that many frames on average
+    (make_talker_stop); None keeps the plain random talker (it almost never stops by itself)."""
     import torch
     from safetensors.torch import save_file
 
@@ -302,6 +350,7 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     tiny_tokenizer.build(dest, regular_size=first, added=specials, bos=None, eos="<|im_end|>", pad="<|endoftext|>")
 
     weights = _talker_weights(cfg, torch.Generator().manual_seed(seed))
+    eos_logit = make_talker_stop(weights, cfg, stop_frames) if stop_frames is not None else None
     if kind == "base":  # only Base clones voices from a reference
         weights.update(_speaker_encoder_weights(cfg, seed + 1))
     save_file({k: v.contiguous() for k, v in weights.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"})
@@ -314,6 +363,8 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
         "speech_tokenizer_parameters": codec_params,
         "speakers": sorted(cfg["talker_config"]["spk_id"]),
         "languages": sorted(_LANGUAGES),
+        "stop_frames": stop_frames,
+        "eos_logit": eos_logit,
     }
 
 

@@ -9,6 +9,9 @@ runner's device handling below them.
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm_omni.worker.gpu_ar_model_runner import GPUARModelRunner
@@ -18,6 +21,34 @@ from vllm_omni.worker.mixins import OmniWorkerMixin
 
 class CpuARModelRunner(GPUARModelRunner, CPUModelRunner):
     """The talker stage's runner (code predictor inside the step)."""
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        super().load_model(*args, **kwargs)
+        if isinstance(self.dtype, torch.dtype):  # vLLM has resolved "auto" by now
+            align_embedding_dtype(self.model, self.dtype)
+
+
+def align_embedding_dtype(model: torch.nn.Module, dtype: torch.dtype) -> list[str]:
+    """Makes the talker build its step embeddings in the model's dtype; returns the modules changed.
+
+    vLLM-Omni's Qwen3-TTS talker (and its prompt builder) fix their embedding dtype at bfloat16
+    (`_embedding_dtype`, the CUDA default), while the runner's `inputs_embeds` buffer is in the model
+    dtype. The runner's `copy_` casts, but its batched decode path `index_copy_`s the talker's
+    embeddings into that buffer, which needs equal dtypes: a float32 talker died at the first decode
+    step that several requests shared. In the model dtype both agree, whatever the profile says.
+    """
+    changed = []
+    for name, module in model.named_modules():
+        owners: list[tuple[Any, str]] = [(module, name or "model")]
+        builder = getattr(module, "_prompt_builder", None)
+        if builder is not None:
+            owners.append((builder, f"{name}._prompt_builder"))
+        for owner, label in owners:
+            current = getattr(owner, "_embedding_dtype", None)
+            if isinstance(current, torch.dtype) and current != dtype:
+                owner._embedding_dtype = dtype
+                changed.append(label)
+    return changed
 
 
 class CpuGenerationModelRunner(GPUGenerationModelRunner, CPUModelRunner):

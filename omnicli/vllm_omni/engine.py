@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -140,21 +141,20 @@ class OmniEngine:
     @classmethod
     async def start(cls, resolved) -> OmniEngine:
         """Starts every stage of the family's pipeline; on failure nothing is left running."""
-        from omnicli.vllm_omni.checkpoints import locate_checkpoint
+        from omnicli.vllm_omni.checkpoints import locate_checkpoint, locate_codec
         from omnicli.vllm_omni.overlay import build_overlay, write_overlay
+        from omnicli.vllm_omni.requests import check_startable
 
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         profile = resolved.profile
-        from omnicli.vllm_omni.requests import unsupported
-
         if profile.model not in FAMILY_OUTPUT:
             raise EngineError(f"model {profile.model!r} is not a vLLM-Omni family ({', '.join(FAMILY_OUTPUT)})")
-        if (reason := unsupported(profile.model)) is not None:
-            raise EngineError(reason)
         ckpt = locate_checkpoint(profile.model, profile.model_path)
+        codec = locate_codec(profile.model, profile.codec_path)
+        check_startable(profile.model, ckpt, profile.model_options)  # before any stage starts
         AsyncOmni = _import_async_omni()
-        overlay = build_overlay(resolved, ckpt)
+        overlay = build_overlay(resolved, ckpt, codec)
         for key, reason in overlay.ignored:
             log.warning("profile key %s is not read by vLLM-Omni's %s pipeline: %s", key, profile.model, reason)
         workdir = tempfile.TemporaryDirectory(prefix="omni-vllm-omni-")
@@ -167,7 +167,7 @@ class OmniEngine:
             omni = await loop.run_in_executor(pool, lambda: AsyncOmni(
                 model=str(ckpt), deploy_config=str(overlay_path), stage_overrides=overlay.stage_overrides or None,
                 stage_init_timeout=STAGE_START_TIMEOUT_S, init_timeout=STAGE_START_TIMEOUT_S, log_stats=False, parallel_stage_init=True))
-            builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, _delta_defaults(omni))
+            builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, codec, _delta_defaults(omni))
         except BaseException as exc:
             await loop.run_in_executor(None, _stop, omni, before, guard)
             pool.shutdown(wait=False)
@@ -211,7 +211,7 @@ class OmniEngine:
     # -- requests --------------------------------------------------------------
     async def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]:
         """Streams one request's audio; raises RequestFailed (this request) or EngineDead (all of them)."""
-        from omnicli.vllm_omni.requests import RequestInvalid, length_finish_error
+        from omnicli.vllm_omni.requests import RequestInvalid, length_finish_error, no_audio_error
 
         if self._dead is not None:
             raise EngineDead(self._dead)
@@ -250,6 +250,8 @@ class OmniEngine:
         figures = stage_metrics.from_output(final)
         stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate, handed_at)
         self._totals.add(figures, info.codec_frames)
+        if (problem := no_audio_error(built, stream.samples)) is not None:
+            raise RequestFailed(request.request_id, problem, info)
         if info.finish_reason == "length":
             info.hit_cap = built.explicit_cap
             if (problem := length_finish_error(built, info.talker_tokens)) is not None:
@@ -265,7 +267,7 @@ class OmniEngine:
                 yield out
         except OmniEngineDeadError as exc:
             self._die(f"a vLLM-Omni stage died: {exc}")
-            raise EngineDead(self._dead) from None
+            raise EngineDead(self._dead or str(exc)) from None
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:
@@ -334,10 +336,10 @@ class OmniEngine:
         )
 
 
-def _make_builder(profile, ckpt: Path, defaults: list):
+def _make_builder(profile: Any, ckpt: Path, codec: Path | None, defaults: list) -> Any:
     from omnicli.vllm_omni.requests import request_builder
 
-    return request_builder(profile.model, ckpt, defaults, profile.model_options)
+    return request_builder(profile.model, ckpt, defaults, profile.model_options, codec)
 
 
 def _fail_all(omni, reason: str) -> None:

@@ -41,6 +41,7 @@ register_family(Family(
     "continuation of a reference with its text, or generation without one; needs its checkpoint (with remote code) on disk",
     engine="vllm-omni",
     checkpoint_specs=_moss_specs,
+    remote_code_option="trust_remote_code",  # its processor is code from the checkpoint folder (moss.py)
     requires=("vllm_omni",),
     install_hint=INSTALL_HINT,
 ))

@@ -221,7 +221,7 @@ class Qwen3RequestBuilder:
         stage0 = params[0] = copy.deepcopy(params[0])
         configured = getattr(stage0, "max_tokens", None)
         explicit = request.max_new_tokens is not None
-        if explicit:
+        if request.max_new_tokens is not None:
             cap: int | None = int(request.max_new_tokens)
         else:
             rate, floor = CODEC_BUDGETS[task]
@@ -274,7 +274,7 @@ def length_finish_error(built: BuiltRequest, output_tokens: int) -> str | None:
     incomplete) and any task's under the automatic budget. A cap the caller
     named is a cap: the audio is kept and the request reports `hit_cap`.
     """
-    if built.explicit_cap:
+    if built.explicit_cap or built.extra.get("family") == "moss-tts-local":  # MOSS: a length end is valid audio
         return None
     return (f"Qwen3-TTS {built.task_type} did not emit codec EOS before its token budget "
             f"({output_tokens}/{built.max_tokens} codec tokens); the generated audio is incomplete")
@@ -287,16 +287,27 @@ def load_tokenizer(ckpt: Path):
     return AutoTokenizer.from_pretrained(str(ckpt), trust_remote_code=True, use_fast=True, padding_side="left")
 
 
-def unsupported(family: str) -> str | None:
-    """Why omni cannot build requests for `family` yet, or None: checked before any stage starts."""
-    if family == "moss-tts-local":
-        return ("omni builds no MOSS-TTS-Local requests yet: they need the checkpoint's remote-code processor and "
-                "audio tokenizer, which could not be run here (docs/vllm-omni.md); its deploy presets and overlays are ready")
+def no_audio_error(built: BuiltRequest, samples: int) -> str | None:
+    """Why a finished request with no audio is a failure, or None (MOSS-TTS-Local's adapter rule: its
+    sampled stop gate can end a request before its first codec frame)."""
+    if samples == 0 and built.extra.get("family") == "moss-tts-local":
+        return "MOSS-TTS Local produced no audio output"
     return None
 
 
-def request_builder(family: str, ckpt: Path, defaults: list, options: dict | None = None):
+def check_startable(family: str, ckpt: Path, options: dict | None) -> None:
+    """Refusals due before any stage starts: a MOSS checkpoint's processor code without the profile's consent."""
+    if family == "moss-tts-local":
+        from omnicli.vllm_omni.moss import check_trusted
+
+        check_trusted(ckpt, options)
+
+
+def request_builder(family: str, ckpt: Path, defaults: list, options: dict | None = None,
+                    codec: Path | None = None) -> Qwen3RequestBuilder | Any:
     """The request builder of a family for one checkpoint (runs once, at engine start)."""
-    if (reason := unsupported(family)) is not None:
-        raise RequestInvalid(reason)
+    if family == "moss-tts-local":
+        from omnicli.vllm_omni.moss import moss_builder
+
+        return moss_builder(ckpt, codec, defaults, options)
     return Qwen3RequestBuilder(Qwen3Checkpoint.read(ckpt), load_tokenizer(ckpt), defaults, options)
