@@ -9,7 +9,19 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from omnicli.commands import bench, bench_vllm, datasets, env, eval_wer, json_schema, models, profiles, report, synth, synth_merge
+from omnicli.commands import (
+    bench,
+    bench_vllm,
+    datasets,
+    env,
+    eval_wer,
+    json_schema,
+    models,
+    profiles,
+    report,
+    synth,
+    synth_merge,
+)
 from omnicli.commands import eval as eval_cmd
 from omnicli.errors import OmniError
 from omnicli.quiet import quiet_vllm
@@ -96,7 +108,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the versions of omni, torch and vLLM, and the device, then exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the versions of omni, torch and vLLM, and the device, then exit.",
+    ),
 ) -> None:
     """Offline text-to-speech toolkit."""
 

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from omnicli.commands.progress import PlainProgress
 from omnicli.errors import OmniError
@@ -94,8 +102,12 @@ SetOption = Annotated[
 ]
 
 
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")
+]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")
+]
 
 
 class _Verbosity:
@@ -177,7 +189,10 @@ def require_folder(path: Path | None, option: str) -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         where = "" if probe == Path(path) else f" ({probe} is a file)"
-        err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
+        err_console.print(
+            f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)",
+            highlight=False,
+        )
         raise typer.Exit(EXIT_USAGE)
 
 

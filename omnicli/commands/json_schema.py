@@ -29,7 +29,13 @@ def document_schema(kind: Kind) -> dict:
 
 
 def schema(
-    kind: Annotated[Kind, typer.Argument(help="results (results.jsonl rows), summary (summary.json), bench (result file), bench-run (a --save-result file), eval (eval-wer's wer_summary.json and eval's eval_summary.json).")],
+    kind: Annotated[
+        Kind,
+        typer.Argument(
+            help="results (results.jsonl rows), summary (summary.json), bench (result file), bench-run (a "
+                 "--save-result file), eval (eval-wer's wer_summary.json and eval's eval_summary.json)."
+        ),
+    ],
 ) -> None:
     """Print the JSON Schema of a file omni writes (draft 2020-12)."""
     typer.echo(json.dumps(document_schema(kind), indent=2))  # plain text: no terminal styling in what tools read

@@ -26,10 +26,36 @@ from omnicli.commands.common import (
 
 
 def synth_merge(
-    shard_dirs: Annotated[list[Path], typer.Argument(metavar="SHARD_DIR", help="Folders written by `omni synth --shard I/N` (a shell glob such as out/shard-* is fine).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The merged folder: <utt>.wav (hard links where possible), results.jsonl, summary.json.", show_default=False)],
-    manifest: Annotated[Optional[Path], typer.Option("--manifest", "-m", help="The manifest the shards ran (default: the one their summary.json names; give it when the shards saw it under different paths).", show_default=False)] = None,
-    allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="As the shards' `omni synth --allow-outside-paths`.")] = False,
+    shard_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="SHARD_DIR",
+            help="Folders written by `omni synth --shard I/N` (a shell glob such as out/shard-* is fine).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The merged folder: <utt>.wav (hard links where possible), results.jsonl, summary.json.",
+            show_default=False,
+        ),
+    ],
+    manifest: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--manifest",
+            "-m",
+            help="The manifest the shards ran (default: the one their summary.json names; give it when the "
+                 "shards saw it under different paths).",
+            show_default=False,
+        ),
+    ] = None,
+    allow_outside_paths: Annotated[
+        bool, typer.Option("--allow-outside-paths", help="As the shards' `omni synth --allow-outside-paths`.")
+    ] = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -54,7 +80,9 @@ def synth_merge(
             report = merge_shards(shard_dirs, out, manifest=manifest, allow_outside_paths=allow_outside_paths)
     except OSError as exc:
         err_console.print(Text.assemble(("error:", "red"), f" cannot write to {out}: {exc}"))
-        err_console.print("what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False)
+        err_console.print(
+            "what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False
+        )
         raise typer.Exit(EXIT_OUTPUT_IO) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]: what was merged so far is consistent; merge again to finish")
@@ -66,9 +94,20 @@ def synth_merge(
     if report.foreign:
         note(f"{report.foreign} row(s) in the shard folders belong to no shard of {report.summary.manifest}: ignored")
     if len(report.profile_digests) > 1:
-        err_console.print(Text.assemble(("note:", "yellow"), f" the shards ran different profiles ({', '.join(report.profile_digests)}); summary.json records the first"))
+        err_console.print(
+            Text.assemble(
+                ("note:", "yellow"),
+                f" the shards ran different profiles ({', '.join(report.profile_digests)}); summary.json records "
+                "the first",
+            )
+        )
     if report.missing:
-        err_console.print(Text.assemble(("missing:", "yellow"), f" shard(s) {', '.join(f'{i}/{report.count}' for i in report.missing)}: their rows are pending"))
+        err_console.print(
+            Text.assemble(
+                ("missing:", "yellow"),
+                f" shard(s) {', '.join(f'{i}/{report.count}' for i in report.missing)}: their rows are pending",
+            )
+        )
     _print_report(report)
     raise typer.Exit(EXIT_OK if report.complete else EXIT_SOME_FAILED)
 

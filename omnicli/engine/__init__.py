@@ -4,9 +4,28 @@
 caller that only needs the request and result types should not pay for.
 """
 
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineLike, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineLike,
+    EngineStats,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
 
-__all__ = ["AudioChunk", "Engine", "EngineDead", "EngineError", "EngineLike", "EngineStats", "RequestFailed", "RequestInfo", "TTSRequest"]
+__all__ = [
+    "AudioChunk",
+    "Engine",
+    "EngineDead",
+    "EngineError",
+    "EngineLike",
+    "EngineStats",
+    "RequestFailed",
+    "RequestInfo",
+    "TTSRequest",
+]
 
 
 def __getattr__(name: str):

@@ -59,7 +59,9 @@ class CodecRunner:
                 f"codec.layer_contexts needs {cfg.num_layers} entries >= 1 (one per codec layer), got {self.contexts}"
             )
         if num_slots < 1 or max_chunk_frames < 1:
-            raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
+            raise ValueError(
+                f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}"
+            )
         self.decoder = decoder
         self.backend = backend
         self.num_slots = num_slots
@@ -96,7 +98,13 @@ class CodecRunner:
         return self.capture_sizes[bisect.bisect_left(self.capture_sizes, rows)]
 
     @torch.no_grad()
-    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def execute(
+        self,
+        slots: Sequence[int],
+        chunks: Sequence[np.ndarray],
+        pad_to_frames: int = 0,
+        last: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """Decodes one chunk (frames, K) per slot; returns PCM per chunk (float32; float64 for a float64 decoder).
 
         `pad_to_frames` pads the step's frame dimension (a padded tail); the
@@ -136,12 +144,16 @@ class CodecRunner:
 
     def _check_step(self, slots: Sequence[int], lengths: list[int]) -> None:
         if not lengths or len(slots) != len(lengths):
-            raise ValueError(f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(lengths)} chunks")
+            raise ValueError(
+                f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(lengths)} chunks"
+            )
         if len(set(slots)) != len(slots) or not all(0 <= s < self.num_slots for s in slots):
             raise ValueError(f"slots of a step must be distinct and in 0..{self.num_slots - 1}, got {list(slots)}")
         bad = [n for n in lengths if not 1 <= n <= self.max_chunk_frames]
         if bad:
-            raise ValueError(f"chunks must have 1..{self.max_chunk_frames} frames (the rings are sized for that), got {bad}")
+            raise ValueError(
+                f"chunks must have 1..{self.max_chunk_frames} frames (the rings are sized for that), got {bad}"
+            )
 
     def _write(self, li, slot_t, length_t, offsets, q_pos, k, v) -> None:
         """Writes every real frame's key/value into its slot's ring (only the last `ring` of a longer chunk)."""
@@ -222,5 +234,6 @@ def _check_backend(backend: str, device: torch.device) -> None:
         )
     if backend == "triton":
         raise ValueError(
-            "codec_attention_backend 'triton': the Triton ring-attention kernel is not part of this build; use 'sdpa' or 'slot'"
+            "codec_attention_backend 'triton': the Triton ring-attention kernel is not part of this build; use "
+            "'sdpa' or 'slot'"
         )

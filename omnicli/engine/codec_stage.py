@@ -87,7 +87,9 @@ class CodecStage:
         self.failure: BaseException | None = None
 
     @classmethod
-    def from_config(cls, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig) -> CodecStage:
+    def from_config(
+        cls, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig
+    ) -> CodecStage:
         """The stage as the profile's codec section sets it up (validated there, not here)."""
         return cls(
             runner,
@@ -192,7 +194,12 @@ class CodecStage:
             # rewritten with the same positions by the re-run; windowed runner:
             # it commits slot state only after the whole step succeeded), so
             # the others lose nothing.
-            log.warning("codec step of %d rows failed (%s: %s); re-running its rows one at a time", len(rows), type(exc).__name__, exc)
+            log.warning(
+                "codec step of %d rows failed (%s: %s); re-running its rows one at a time",
+                len(rows),
+                type(exc).__name__,
+                exc,
+            )
             for row in rows:
                 try:
                     self._run_step([row])

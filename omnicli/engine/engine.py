@@ -38,7 +38,15 @@ from omnicli.engine.memory import check_kv_cache_fits, check_talker_fits
 from omnicli.engine.models import load_model
 from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineStats,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
 from omnicli.engine.talker import Talker
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
 
@@ -70,8 +78,13 @@ def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
 def _chunker(adapter, cfg) -> Chunker:
     """Windowed families' chunks carry their codec's look-ahead frames."""
     if adapter.windowed:
-        return WindowChunker(adapter.num_codebooks, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp,
-                             lookahead=adapter.codec.lookahead)
+        return WindowChunker(
+            adapter.num_codebooks,
+            cfg.initial_codec_chunk_frames,
+            cfg.codec_chunk_frames,
+            cfg.codec_chunk_ramp,
+            lookahead=adapter.codec.lookahead,
+        )
     return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
@@ -85,8 +98,13 @@ def _talker_folder(profile) -> Path | None:
 
 
 def _check_talker_fits(folder: Path, talker_cfg, platform: str) -> None:
-    check_talker_fits(folder / "config.json", talker_cfg.dtype, platform, kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
-                      gpu_memory_utilization=talker_cfg.gpu_memory_utilization)
+    check_talker_fits(
+        folder / "config.json",
+        talker_cfg.dtype,
+        platform,
+        kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
+        gpu_memory_utilization=talker_cfg.gpu_memory_utilization,
+    )
 
 
 class Engine:
@@ -139,14 +157,22 @@ class Engine:
             adapter.codec.to(device)
             chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
             runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
-            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
+            refs = ReferenceCache(
+                adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples
+            )
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
             if talker_dir is None:
                 _check_talker_fits(Path(adapter.talker_path), profile.talker, resolved.platform)
-            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
-                                        seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
+            talker = await Talker.start(
+                str(adapter.talker_path),
+                adapter.allowed_token_ids(),
+                talker_cfg,
+                platform=resolved.platform,
+                seed=profile.seed,
+                stop_token_ids=adapter.stop_token_ids(),
+            )
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
             codec.start()
             engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
@@ -203,7 +229,11 @@ class Engine:
         info.finish_reason = "length" if cap < target else "stop"
         info.prompt_tokens = len(prompt)
         if len(prompt) + max_tokens > limit:
-            raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
+            raise RequestFailed(
+                request.request_id,
+                f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}",
+                info,
+            )
 
         if self._dead is not None:  # it died while this request encoded its reference
             raise EngineDead(self._dead)
@@ -281,7 +311,8 @@ class Engine:
                 if finish == "abort":  # we never abort a request whose pump runs: vLLM is shutting down
                     self._die("the talker (vLLM engine core) aborted its requests: it is shutting down")
                     return
-                reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
+                reason = (f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of"
+                          f" {max_tokens} tokens)")
                 self._outputs.put(rid, Failed(reason))
                 return
             if by_stop_token:  # the talker says whether the stop token or the cap ended it

@@ -100,7 +100,8 @@ def check_talker_fits(config_path: Path, dtype: str, platform: str, *, kv_cache_
         return
     kv = f" plus talker.kv_cache_space_gb={kv_cache_space_gb:g} GiB" if extra else ""
     raise EngineError(
-        f"{config_path}: the talker has about {params / 1e9:.3g} billion parameters ({weights / GiB:.1f} GiB in {name}){kv}, "
+        f"{config_path}: the talker has about {params / 1e9:.3g} billion parameters ({weights / GiB:.1f} GiB in "
+        f"{name}){kv}, "
         f"but {where} {budget / GiB:.1f} GiB; use a smaller checkpoint or a machine with more memory"
     )
 

@@ -165,7 +165,9 @@ class Talker:
             output_kind=RequestOutputKind.DELTA,
         )
 
-    async def generate(self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None) -> AsyncIterator[TalkerDelta]:
+    async def generate(
+        self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None
+    ) -> AsyncIterator[TalkerDelta]:
         params = self._sampling_params(max_tokens, seed)
         self.busy.enter()
         try:

@@ -66,9 +66,14 @@ class WindowedRunner:
 
     def __init__(self, codec: WindowCodec, num_slots: int, *, max_chunk_frames: int, device: str = "cpu"):
         if num_slots < 1 or max_chunk_frames < 1:
-            raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
+            raise ValueError(
+                f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}"
+            )
         if codec.overlap > codec.lookahead:
-            raise ValueError(f"overlap ({codec.overlap}) cannot exceed lookahead ({codec.lookahead}): it cross-fades look-ahead audio")
+            raise ValueError(
+                f"overlap ({codec.overlap}) cannot exceed lookahead ({codec.lookahead}): it cross-fades "
+                "look-ahead audio"
+            )
         self.codec = codec
         self.num_slots = num_slots
         self.max_chunk_frames = max_chunk_frames + codec.lookahead
@@ -93,7 +98,13 @@ class WindowedRunner:
         return rows
 
     @torch.no_grad()
-    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def execute(
+        self,
+        slots: Sequence[int],
+        chunks: Sequence[np.ndarray],
+        pad_to_frames: int = 0,
+        last: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """One chunk (frames incl. look-ahead unless last, K) per slot -> PCM of its new frames.
 
         A step that raises changes no slot: every row's output and new slot
@@ -122,7 +133,9 @@ class WindowedRunner:
                 w = self._fade_in[:m]
                 audio[:m] = tail[:m] * (1 - w) + audio[:m] * w
             next_tail = None if is_last or not fade else pcm[i][a + n : a + n + fade].astype(np.float32, copy=True)
-            history = np.concatenate([self._history[slot], np.asarray(chunk[: news[i]], np.int64)])[-max(c.lookback, 1) :]
+            history = np.concatenate([self._history[slot], np.asarray(chunk[: news[i]], np.int64)])[
+                -max(c.lookback, 1) :
+            ]
             updates.append((slot, next_tail, history, news[i]))
             out.append(audio)
         for slot, next_tail, history, new in updates:  # nothing above raised: commit
@@ -145,10 +158,14 @@ class WindowedRunner:
 
     def _check_step(self, slots, chunks, last) -> None:
         if not chunks or len(slots) != len(chunks) or len(last) != len(chunks):
-            raise ValueError(f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(chunks)} chunks")
+            raise ValueError(
+                f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(chunks)} chunks"
+            )
         if len(set(slots)) != len(slots) or not all(0 <= s < self.num_slots for s in slots):
             raise ValueError(f"slots of a step must be distinct and in 0..{self.num_slots - 1}, got {list(slots)}")
         for chunk, is_last in zip(chunks, last):
             need = 1 if is_last else self.codec.lookahead + 1
             if not need <= len(chunk) <= self.max_chunk_frames:
-                raise ValueError(f"chunks must have {need}..{self.max_chunk_frames} frames (look-ahead included), got {len(chunk)}")
+                raise ValueError(
+                    f"chunks must have {need}..{self.max_chunk_frames} frames (look-ahead included), got {len(chunk)}"
+                )

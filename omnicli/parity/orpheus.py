@@ -132,7 +132,9 @@ def check_prompt_ids(s: Setup) -> list[Check]:
         if ref != ours:
             bad.append(f"{text!r}: ours {ours[:8]}... theirs {ref[:8]}...")
     same = len(TEXTS) - len(bad)
-    checks = [Check("prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad))]
+    checks = [
+        Check("prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad))
+    ]
     bad = []
     for i, voice in enumerate(orpheus.VOICES):
         text = TEXTS[i % len(TEXTS)]
@@ -140,7 +142,14 @@ def check_prompt_ids(s: Setup) -> list[Check]:
         if ref != ours:
             bad.append(f"{voice}: ours {ours[:8]}... theirs {ref[:8]}...")
     same = len(orpheus.VOICES) - len(bad)
-    checks.append(Check("row voice prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(orpheus.VOICES)} voices identical", "; ".join(bad)))
+    checks.append(
+        Check(
+            "row voice prompt ids vs orpheus_tts",
+            verdict(not bad),
+            f"{same}/{len(orpheus.VOICES)} voices identical",
+            "; ".join(bad),
+        )
+    )
     return checks
 
 
@@ -155,7 +164,9 @@ def check_token_codes(s: Setup) -> list[Check]:
     if s.ref is None:
         return [Check(name, "skipped", "-", MISSING)]
     ours = s.adapter.tokens_to_codes(s.tokens)
-    theirs = np.array([s.ref[1].turn_token_into_id(f"<custom_token_{t - 128256}>", i) for i, t in enumerate(s.tokens)]).reshape(ours.shape)
+    theirs = np.array(
+        [s.ref[1].turn_token_into_id(f"<custom_token_{t - 128256}>", i) for i, t in enumerate(s.tokens)]
+    ).reshape(ours.shape)
     n_same = int((theirs == ours).sum())
     return [Check(name, verdict(n_same == ours.size), f"{n_same}/{ours.size} codes identical")]
 
@@ -168,14 +179,20 @@ def check_reference_encode(s: Setup) -> list[Check]:
         direct = s.codec.snac.encode(torch.from_numpy(pcm).reshape(1, 1, -1))
     mine = frames_to_snac(torch.from_numpy(frames)[None])
     same = all(torch.equal(a.long(), b.long()) for a, b in zip(mine, direct))
-    return [Check("reference encode vs snac.encode", verdict(same), f"{frames.size} codes {'identical' if same else 'differ'}")]
+    return [
+        Check(
+            "reference encode vs snac.encode", verdict(same), f"{frames.size} codes {'identical' if same else 'differ'}"
+        )
+    ]
 
 
 def check_full_decode(s: Setup) -> list[Check]:
     """Full-sequence decode, against SNAC decode called the reference's way."""
     with torch.no_grad():
         c = torch.from_numpy(s.codes)
-        theirs = s.codec.snac.decode([c[:, 0][None], c[:, [1, 4]].reshape(1, -1), c[:, [2, 3, 5, 6]].reshape(1, -1)])[0, 0].numpy()
+        theirs = s.codec.snac.decode([c[:, 0][None], c[:, [1, 4]].reshape(1, -1), c[:, [2, 3, 5, 6]].reshape(1, -1)])[
+            0, 0
+        ].numpy()
     diff = max_abs(s.full, theirs)
     return [Check("full decode vs snac.decode", verdict(diff <= 1e-5), f"max abs diff {diff:.2e}")]
 
@@ -209,10 +226,14 @@ def check_stream_vs_full(s: Setup) -> list[Check]:
             bounds.append(at * s.codec.hop)
         js, jf = boundary_jumps(streamed, s.full, bounds)
         ok = len(streamed) == len(s.full) and diff <= STREAM_REL_BOUND * peak
-        checks.append(Check(
-            f"streaming (chunks {sizes}) vs full decode", verdict(ok),
-            f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak; bound {STREAM_REL_BOUND:.0%}); boundary step {js:.4f} vs {jf:.4f} in full decode",
-        ))
+        checks.append(
+            Check(
+                f"streaming (chunks {sizes}) vs full decode",
+                verdict(ok),
+                f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak; bound {STREAM_REL_BOUND:.0%}); boundary "
+                f"step {js:.4f} vs {jf:.4f} in full decode",
+            )
+        )
     return checks
 
 
@@ -223,7 +244,13 @@ def check_batched(s: Setup) -> list[Check]:
     batched = stream_batched(runner, [s.codes, *others], 4, s.codec.lookahead)
     single = [stream_decode(s.codec, x, [4]) for x in (s.codes, *others)]
     diff = max(max_abs(a, b) for a, b in zip(batched, single))
-    return [Check("3 requests batched vs one at a time", verdict(diff <= 1e-5), f"max abs diff {diff:.2e} (float tolerance 1e-5)")]
+    return [
+        Check(
+            "3 requests batched vs one at a time",
+            verdict(diff <= 1e-5),
+            f"max abs diff {diff:.2e} (float tolerance 1e-5)",
+        )
+    ]
 
 
 CHECKS = [check_prompt_ids, check_continuation, check_token_codes, check_reference_encode, check_full_decode,

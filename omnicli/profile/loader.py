@@ -129,8 +129,10 @@ def _normalize(data: dict, prefix: str, allow_meta: bool, problems: list[str], w
             for plat, overlay in (overlays or {}).items():
                 pdotted = f"platforms.{plat}"
                 if plat not in PLATFORMS:
-                    problems.append(f"{where(pdotted)}: {pdotted}: unknown platform{did_you_mean(str(plat), PLATFORMS)} "
-                                    f"(platforms are {', '.join(PLATFORMS)})")
+                    problems.append(
+                        f"{where(pdotted)}: {pdotted}: unknown platform{did_you_mean(str(plat), PLATFORMS)} "
+                        f"(platforms are {', '.join(PLATFORMS)})"
+                    )
                     continue
                 overlay = _mapping(overlay, pdotted, "settings", problems, where)
                 if overlay is None:
@@ -326,8 +328,8 @@ def load_profile(
     overrides: Sequence[str] = (),
     platform: Optional[str] = None,
 ) -> ResolvedProfile:
-    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path, default preset
-    when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
+    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path,
+    default preset when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
     profile's `device`), with `--set key=value` overrides applied last."""
     if platform is not None and platform not in PLATFORMS:
         raise ProfileError(f"platform must be one of {', '.join(PLATFORMS)} (got {platform!r})")
@@ -358,7 +360,9 @@ def load_profile(
         _apply_set(tree, key, value)
 
     problems = [
-        f"--set {k}: {reason}" if tree.locations.get(k) == "--set" else f"{tree.locations.get(k, fallback)}: {k}: {reason}"
+        f"--set {k}: {reason}"
+        if tree.locations.get(k) == "--set"
+        else f"{tree.locations.get(k, fallback)}: {k}: {reason}"
         for k, reason in check_platform(tree.data, chosen)
     ]
     try:

@@ -70,9 +70,19 @@ METRICS = (
 )
 
 # The --save-detailed lists, by the name a request's value takes here (vLLM's `ttfts` when present).
-DETAILED = {"utt": "utts", "round": "request_rounds", "start": "start_times", "audio_ttfp": "audio_ttfps", "e2el": "e2els",
-            "audio_duration": "audio_durations", "audio_rtf": "audio_rtfs", "audio_underrun": "audio_underruns",
-            "error": "errors", "ttft": "ttfts", "finish_reason": "finish_reasons"}
+DETAILED = {
+    "utt": "utts",
+    "round": "request_rounds",
+    "start": "start_times",
+    "audio_ttfp": "audio_ttfps",
+    "e2el": "e2els",
+    "audio_duration": "audio_durations",
+    "audio_rtf": "audio_rtfs",
+    "audio_underrun": "audio_underruns",
+    "error": "errors",
+    "ttft": "ttfts",
+    "finish_reason": "finish_reasons",
+}
 
 
 def requests_of(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,28 +132,53 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     for metric in METRICS:
         ra, rb = round_values(a, metric), round_values(b, metric)
         if not (ra and rb):
-            ra, rb = [v for v in (_num(a.get(metric.key)),) if v is not None], [v for v in (_num(b.get(metric.key)),) if v is not None]
+            ra, rb = (
+                [v for v in (_num(a.get(metric.key)),) if v is not None],
+                [v for v in (_num(b.get(metric.key)),) if v is not None],
+            )
         if not (ra and rb):
             continue
         a_value, b_value = float(np.median(ra)), float(np.median(rb))
         ratio = b_value / a_value if a_value > 0 else None
         if ratio is None:
-            out.append(Difference(metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"))
+            out.append(
+                Difference(
+                    metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"
+                )
+            )
             continue
         if min(len(ra), len(rb)) < MIN_ROUNDS:  # fewer give no usable interval (benchmark.compare)
             why = f"no interval: needs --save-detailed and --rounds {MIN_ROUNDS} or more"
-            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why))
+            out.append(
+                Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why)
+            )
             continue
         try:
             est = ratio_estimate(rb, ra, confidence=CONFIDENCE)
         except ValueError as exc:  # a round of A at 0 (no underrun at all in it, say)
-            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), f"no interval: {exc}"))
+            out.append(
+                Difference(
+                    metric.key,
+                    metric.label,
+                    a_value,
+                    b_value,
+                    ratio,
+                    None,
+                    None,
+                    (len(ra), len(rb)),
+                    f"no interval: {exc}",
+                )
+            )
             continue
         if not est.measured:
             verdict = "within noise"
         else:
             verdict = "better" if (est.ratio > 1) == metric.higher_is_better else "worse"
-        out.append(Difference(metric.key, metric.label, a_value, b_value, est.ratio, est.low, est.high, (len(ra), len(rb)), verdict))
+        out.append(
+            Difference(
+                metric.key, metric.label, a_value, b_value, est.ratio, est.low, est.high, (len(ra), len(rb)), verdict
+            )
+        )
     return out
 
 

@@ -153,7 +153,9 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         ("wer_hist", figures.wer_histogram(rows)), ("duration_hist", figures.duration_histogram(rows)),
         ("duration_vs_text", figures.duration_vs_text(rows)), ("sweep", figures.sweep(runs)),
     ) if fig is not None}
-    timelines = [{"label": str(r.get("label")), "figure": fig} for r in runs if (fig := figures.timeline(r)) is not None]
+    timelines = [
+        {"label": str(r.get("label")), "figure": fig} for r in runs if (fig := figures.timeline(r)) is not None
+    ]
     comparisons = []
     for a, b in ab.pairs(runs):
         diffs = ab.compare(a, b)
@@ -176,7 +178,9 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         "bench_runs": [_run_row(r) for r in runs],
         "bench_columns": _RUN_KEYS,
         "bench_extra_keys": _extra_keys(runs),
-        "bench_problems": [(b.path.name, b.engine_error, b.interrupted) for b in sources.bench if b.engine_error or b.interrupted],
+        "bench_problems": [
+            (b.path.name, b.engine_error, b.interrupted) for b in sources.bench if b.engine_error or b.interrupted
+        ],
         "comparisons": [{**c, "index": i} for i, c in enumerate(comparisons)],
         "confidence": f"{ab.CONFIDENCE:.0%}",
         "num_rows": len(rows),
@@ -194,7 +198,12 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
 def _shape(run: dict[str, Any]) -> str:
     rate = run.get("request_rate")
     conc = run.get("max_concurrency")
-    return ", ".join(p for p in (f"c={conc}" if conc is not None else "", f"rate {rate}/s" if str(rate) != "inf" else "") if p) or "no cap"
+    return (
+        ", ".join(
+            p for p in (f"c={conc}" if conc is not None else "", f"rate {rate}/s" if str(rate) != "inf" else "") if p
+        )
+        or "no cap"
+    )
 
 
 def _source_list(sources: Sources) -> list[str]:
@@ -208,14 +217,29 @@ def _source_list(sources: Sources) -> list[str]:
 
 def _synth_card(synth) -> dict[str, Any]:
     s = synth.summary
-    return {"dir": str(synth.dir), "items": [
-        ("rows", s.num_rows, ""),
-        ("ok / failed / pending", f"{s.num_ok} / {s.num_failed} / {s.num_pending}", f"{s.num_invalid_rows} invalid rows"),
-        ("audio", f"{s.audio_seconds:.1f} s", "all ok rows"),
-        ("this run", f"{s.this_run.audio_throughput:.2f} audio-s/s", f"{s.this_run.attempted} attempted in {s.this_run.wall_seconds:.1f} s"),
-        ("retained", s.retention.kept if s.retention else "off", s.retention.dir if s.retention else "no --keep-failed"),
-        ("profile", s.profile_name or "-", f"{s.model}, {s.profile_digest}"),
-    ]}
+    return {
+        "dir": str(synth.dir),
+        "items": [
+            ("rows", s.num_rows, ""),
+            (
+                "ok / failed / pending",
+                f"{s.num_ok} / {s.num_failed} / {s.num_pending}",
+                f"{s.num_invalid_rows} invalid rows",
+            ),
+            ("audio", f"{s.audio_seconds:.1f} s", "all ok rows"),
+            (
+                "this run",
+                f"{s.this_run.audio_throughput:.2f} audio-s/s",
+                f"{s.this_run.attempted} attempted in {s.this_run.wall_seconds:.1f} s",
+            ),
+            (
+                "retained",
+                s.retention.kept if s.retention else "off",
+                s.retention.dir if s.retention else "no --keep-failed",
+            ),
+            ("profile", s.profile_name or "-", f"{s.model}, {s.profile_digest}"),
+        ],
+    }
 
 
 def _eval_card(ev) -> dict[str, Any]:
@@ -244,9 +268,19 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} %"
 
 
-_RUN_KEYS = (("label", "pass"), ("completed", "ok"), ("failed", "failed"), ("audio_throughput", "audio-s/s"),
-             ("request_throughput", "req/s"), ("p50_audio_ttfp_ms", "TTFP p50 ms"), ("p99_audio_ttfp_ms", "TTFP p99 ms"),
-             ("p50_e2el_ms", "E2E p50 ms"), ("mean_audio_rtf", "RTF"), ("mean_audio_underrun_s", "underrun s"), ("rounds", "rounds"))
+_RUN_KEYS = (
+    ("label", "pass"),
+    ("completed", "ok"),
+    ("failed", "failed"),
+    ("audio_throughput", "audio-s/s"),
+    ("request_throughput", "req/s"),
+    ("p50_audio_ttfp_ms", "TTFP p50 ms"),
+    ("p99_audio_ttfp_ms", "TTFP p99 ms"),
+    ("p50_e2el_ms", "E2E p50 ms"),
+    ("mean_audio_rtf", "RTF"),
+    ("mean_audio_underrun_s", "underrun s"),
+    ("rounds", "rounds"),
+)
 # vLLM's text-model distributions, shown when the result files carry them.
 _EXTRA_KEYS = (("mean_ttft_ms", "TTFT mean ms"), ("p99_ttft_ms", "TTFT p99 ms"), ("mean_tpot_ms", "TPOT mean ms"),
                ("mean_itl_ms", "ITL mean ms"), ("p99_itl_ms", "ITL p99 ms"))

@@ -162,7 +162,9 @@ def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
         try:
             row = SynthResult.model_validate(raw)
         except ValidationError as exc:
-            sources.notes.append(f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped")
+            sources.notes.append(
+                f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped"
+            )
             continue
         latest.pop(row.utt, None)
         latest[row.utt] = row
@@ -211,8 +213,16 @@ def _read_bench_file(path: Path, sources: Sources) -> bool:
     for obj in objects:
         if isinstance(obj.get("runs"), list) and "comparisons" in obj:
             doc_runs = [r for r in obj["runs"] if isinstance(r, dict)]
-            sources.bench.append(BenchSource(path, doc_runs, [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
-                                             bool(obj.get("interrupted")), obj.get("engine_error"), document=True))
+            sources.bench.append(
+                BenchSource(
+                    path,
+                    doc_runs,
+                    [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
+                    bool(obj.get("interrupted")),
+                    obj.get("engine_error"),
+                    document=True,
+                )
+            )
             continue
         if _is_vllm_pass(obj):
             runs.append(obj)
@@ -231,13 +241,17 @@ def bench_runs(sources: Sources) -> list[dict[str, Any]]:
     homes: dict[tuple, set[Path]] = {}
     for source in sources.bench:
         for run in source.runs:
-            homes.setdefault((run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()).add(source.path)
+            homes.setdefault(
+                (run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()
+            ).add(source.path)
     clashing = {key[0] for key, paths in homes.items() if len(paths) > 1}
     out = []
     for source in sources.bench:
         for run in source.runs:
             label = str(run.get("profile_label") or run.get("label") or source.path.stem)
-            out.append({**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label})
+            out.append(
+                {**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label}
+            )
     return out
 
 

@@ -36,7 +36,9 @@ class ModelAdapter(ABC):
     windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         """Token ids that prompt the talker for `text` in the reference's voice (or the named
         `voice`, for a family that `uses_voice`; the others ignore it)."""
 

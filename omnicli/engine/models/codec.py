@@ -102,7 +102,9 @@ def rowwise(fn, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, out.shape[-1])
 
 
-def window_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, valid: torch.Tensor, context: int) -> torch.Tensor:
+def window_attention(
+    q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, valid: torch.Tensor, context: int
+) -> torch.Tensor:
     """Each query attends to its own window of `context` keys, oldest first.
 
     q: (B, N, H, D). k_buf, v_buf: (B, N + context - 1, H, D), contiguous,
@@ -116,7 +118,9 @@ def window_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, 
     b, n, h, d = q.shape
     length = k_buf.shape[1]
     if length != n + context - 1 or not (k_buf.is_contiguous() and v_buf.is_contiguous()):
-        raise ValueError(f"window_attention needs contiguous buffers of {n + context - 1} rows, got {tuple(k_buf.shape)}")
+        raise ValueError(
+            f"window_attention needs contiguous buffers of {n + context - 1} rows, got {tuple(k_buf.shape)}"
+        )
     # (B, N*H, context, D) with query-head i = n*H + h reading rows n.. of head h.
     shape, strides = (b, n * h, context, d), (length * h * d, d, h * d, 1)
     k_win = k_buf.as_strided(shape, strides, k_buf.storage_offset())
@@ -180,7 +184,8 @@ class Upsampler(nn.Module):
         for layer in self.net:
             if isinstance(layer, nn.ConvTranspose1d):
                 c_in, c_out, k = layer.weight.shape
-                weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)  # row j*c_out+co: output step j, channel co
+                # row j*c_out+co: output step j, channel co
+                weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)
                 bias = layer.bias.repeat(k)
                 x = rowwise(lambda r: F.linear(r, weight, bias), x).reshape(-1, c_out)
             else:

@@ -51,7 +51,9 @@ class EncoderFeatures:
         from transformers import SeamlessM4TFeatureExtractor
 
         self.sample_rate, self.hop = sample_rate, hop
-        self._mel = SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80, sampling_rate=sample_rate, stride=2, padding_value=1.0)
+        self._mel = SeamlessM4TFeatureExtractor(
+            feature_size=80, num_mel_bins=80, sampling_rate=sample_rate, stride=2, padding_value=1.0
+        )
 
     def __call__(self, pcm: np.ndarray) -> dict[str, torch.Tensor]:
         wav = np.pad(np.asarray(pcm, np.float32), (0, 1))

@@ -63,7 +63,14 @@ TALKER = CheckpointSpec(
 CODEC = CheckpointSpec("codec", "codec_path", "neuphonic/neucodec", (("config.json",), ("model.safetensors",)))
 
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-NEUTTS_SPECIALS = [TEXT_REPLACE, SPEECH_REPLACE, TEXT_PROMPT_START, TEXT_PROMPT_END, SPEECH_GENERATION_START, SPEECH_GENERATION_END]
+NEUTTS_SPECIALS = [
+    TEXT_REPLACE,
+    SPEECH_REPLACE,
+    TEXT_PROMPT_START,
+    TEXT_PROMPT_END,
+    SPEECH_GENERATION_START,
+    SPEECH_GENERATION_END,
+]
 
 # Qwen2.5-0.5B dimensions (the NeuTTS Air backbone); the vocabulary grows by the speech tokens.
 REAL_TALKER = dict(
@@ -77,8 +84,17 @@ REAL_TEXT_VOCAB, TINY_TEXT_VOCAB = 151643, 512  # regular (non-special) tokens b
 # NeuCodec's published dimensions (transformers' NeuCodecConfig defaults); the tiny one narrows every network.
 TINY_SEMANTIC = dict(model_type="wav2vec2-bert", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=64, output_hidden_size=32)
-TINY_CODEC = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                  head_dim=32, encoder_hidden_size=4, quantization_dim=96, semantic_model_config=TINY_SEMANTIC)
+TINY_CODEC = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    head_dim=32,
+    encoder_hidden_size=4,
+    quantization_dim=96,
+    semantic_model_config=TINY_SEMANTIC,
+)
 
 
 def speech_token(code: int) -> str:
@@ -110,7 +126,9 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=False)
+    write_published_talker_config(
+        dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=False
+    )
     tiny_tokenizer.build(dest / "talker", regular_size=text_vocab, added=added_tokens(), bos=None,
                          eos="<|im_end|>", pad="<|endoftext|>")
     torch.manual_seed(seed + 1)
@@ -141,7 +159,9 @@ class NeuTTSAdapter(ModelAdapter):
     windowed = True
     uses_reference = True
 
-    def __init__(self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None):
+    def __init__(
+        self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
+    ):
         from tokenizers import Tokenizer
 
         from omnicli.engine.models.neucodec_codec import NeuCodecCodec, load_neucodec
@@ -160,7 +180,9 @@ class NeuTTSAdapter(ModelAdapter):
         self.ids = self._resolve_ids()
         self.phonemize = Phonemizer(language)
         model, features = load_neucodec(codec_path, dtype="float32" if codec_dtype == "float64" else codec_dtype)
-        self.codec = NeuCodecCodec(model, features, lookback=LOOKBACK_FRAMES, lookahead=LOOKAHEAD_FRAMES, overlap=OVERLAP_FRAMES)
+        self.codec = NeuCodecCodec(
+            model, features, lookback=LOOKBACK_FRAMES, lookahead=LOOKAHEAD_FRAMES, overlap=OVERLAP_FRAMES
+        )
         self.sample_rate = self.codec.sample_rate
         self.ref_sample_rate = self.codec.input_sample_rate
         self.frame_rate = self.sample_rate / self.codec.hop
@@ -177,10 +199,15 @@ class NeuTTSAdapter(ModelAdapter):
         names = [TEXT_PROMPT_START, TEXT_PROMPT_END, SPEECH_GENERATION_START, SPEECH_GENERATION_END]
         ids = {n: self.tokenizer.token_to_id(n) for n in names}
         missing = [n for n, i in ids.items() if i is None]
-        first, last = self.tokenizer.token_to_id(speech_token(0)), self.tokenizer.token_to_id(speech_token(CODEBOOK_SIZE - 1))
+        first, last = (
+            self.tokenizer.token_to_id(speech_token(0)),
+            self.tokenizer.token_to_id(speech_token(CODEBOOK_SIZE - 1)),
+        )
         if missing or first is None or last is None:
             missing += [t for t, i in ((speech_token(0), first), (speech_token(CODEBOOK_SIZE - 1), last)) if i is None]
-            raise ValueError(f"{self.talker_path}/tokenizer.json is not a NeuTTS tokenizer: it lacks {', '.join(missing)}")
+            raise ValueError(
+                f"{self.talker_path}/tokenizer.json is not a NeuTTS tokenizer: it lacks {', '.join(missing)}"
+            )
         probe = [self.tokenizer.token_to_id(speech_token(c)) for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]
         if last - first != CODEBOOK_SIZE - 1 or probe != [first + c for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]:
             raise ValueError(f"{self.talker_path}/tokenizer.json: the speech tokens are not contiguous ids")
@@ -191,7 +218,9 @@ class NeuTTSAdapter(ModelAdapter):
     def phonemes(self, ref_text: str, text: str) -> str:
         return self.phonemize(ref_text) + " " + self.phonemize(text)
 
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         if ref_codes is None:
             raise ValueError(f"{NAME} clones a reference voice: every request needs reference audio and its transcript")
         phones = self.tokenizer.encode(self.phonemes(ref_text, text), add_special_tokens=False).ids

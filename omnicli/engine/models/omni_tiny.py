@@ -149,7 +149,9 @@ class OmniTinyAdapter(ModelAdapter):
     def load(cls, seed: int = DEFAULT_SEED, codec_dtype: str = "float32") -> "OmniTinyAdapter":
         return cls(build(seed), codec_dtype=codec_dtype)
 
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         prompt = [BOS, REF_TEXT, *ref_text.encode("utf-8"), TEXT, *text.encode("utf-8"), REF_AUDIO]
         if ref_codes is not None and len(ref_codes):
             offsets = CODEC_OFFSET + CODEBOOK_SIZE * np.arange(NUM_CODEBOOKS)

@@ -70,7 +70,9 @@ TALKER = CheckpointSpec(
     "talker", "model_path", "canopylabs/orpheus-3b-0.1-ft",
     (("config.json",), ("tokenizer.json",), ("model.safetensors", "model.safetensors.index.json")),
 )
-CODEC = CheckpointSpec("codec", "codec_path", "hubertsiuzdak/snac_24khz", (("config.json",), ("pytorch_model.bin", "model.safetensors")))
+CODEC = CheckpointSpec(
+    "codec", "codec_path", "hubertsiuzdak/snac_24khz", (("config.json",), ("pytorch_model.bin", "model.safetensors"))
+)
 
 # The published talker config (canopylabs/orpheus-3b-0.1-ft, a Llama 3.2 3B).
 REAL_TALKER = dict(
@@ -115,7 +117,9 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=True)
+    write_published_talker_config(
+        dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=True
+    )
     tiny_tokenizer.build(dest / "talker", regular_size=128000, added=special_tokens(),
                          bos="<|begin_of_text|>", eos="<|eot_id|>")
     torch.manual_seed(seed + 1)
@@ -148,7 +152,9 @@ class OrpheusAdapter(ModelAdapter):
     max_text_bytes = MAX_TEXT_BYTES
     windowed = True
 
-    def __init__(self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None):
+    def __init__(
+        self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
+    ):
         from tokenizers import Tokenizer
 
         from omnicli.engine.models.snac_codec import SnacCodec, load_snac
@@ -162,7 +168,10 @@ class OrpheusAdapter(ModelAdapter):
             raise ValueError(f"model_options.mode for {NAME} must be one of {', '.join(MODES)}; got {self.mode!r}")
         pretrained = self.mode == "pretrained"
         if pretrained and options.get("voice"):
-            raise ValueError(f"model_options.voice applies to the finetuned {NAME} model only; the pretrained one has no named voices")
+            raise ValueError(
+                f"model_options.voice applies to the finetuned {NAME} model only; the pretrained one has no "
+                "named voices"
+            )
         self.voice = str(options.pop("voice", "" if pretrained else DEFAULT_VOICE) or "")
         # The finetuned model speaks in named voices and ignores reference audio;
         # the pretrained one continues a reference and has no voice names.
@@ -191,10 +200,14 @@ class OrpheusAdapter(ModelAdapter):
                   "<|begin_of_text|>": BEGIN_OF_TEXT, "<custom_token_10>": CODE_OFFSET}
         wrong = {t: self.tokenizer.token_to_id(t) for t, i in expect.items() if self.tokenizer.token_to_id(t) != i}
         if wrong:
-            raise ValueError(f"{self.talker_path}/tokenizer.json is not an Orpheus tokenizer: token ids {wrong} differ from {expect}")
+            raise ValueError(
+                f"{self.talker_path}/tokenizer.json is not an Orpheus tokenizer: token ids {wrong} differ from {expect}"
+            )
 
     # -- prompt and tokens ----------------------------------------------------
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         if self.mode == "pretrained":
             return self._continuation(text, ref_text, ref_codes)
         # The finetuned model speaks in a named voice (the request's, else the profile's); reference audio is ignored.
@@ -210,7 +223,10 @@ class OrpheusAdapter(ModelAdapter):
         if ref_codes is None or not len(ref_codes):
             return self._human_turn(text)  # plain text-conditioned generation
         if not ref_text.strip():
-            raise ValueError(f"pretrained {NAME} continues a reference: the reference audio needs its transcript (prompt_text / ref_text)")
+            raise ValueError(
+                f"pretrained {NAME} continues a reference: the reference audio needs its transcript (prompt_text "
+                "/ ref_text)"
+            )
         ref_tokens = self.codes_to_tokens(dedup_frames(ref_codes)).tolist()
         return [*self._human_turn(ref_text), *ref_tokens, *REFERENCE_END, *self._human_turn(text)]
 
