@@ -122,7 +122,7 @@ def resolve_audio_path(
     return path, None
 
 
-def _parse_seed_tts_short(parts: list[str]) -> dict:
+def _parse_seed_tts_short(parts: list[str]) -> dict[str, str]:
     """seed-tts-eval's shorter layouts (get_wav_res_ref_text.py): `utt|text`
     and `utt|text|prompt_wav` (where utt may carry a `.wav` suffix)."""
     utt, text = parts[0].strip(), parts[1].strip()
@@ -140,7 +140,7 @@ def _parse_seed_tts_short(parts: list[str]) -> dict:
     }
 
 
-def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None, str | None]:
+def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict[str, str] | None, str | None]:
     parts = line.split("|")
     if short_layouts and len(parts) in (2, 3):
         return _parse_seed_tts_short(parts), None
@@ -164,7 +164,7 @@ def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None
     }, None
 
 
-def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
+def _parse_jsonl(line: str) -> tuple[dict[str, str] | None, str | None]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -183,10 +183,12 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
         "voice": obj.get("voice", "") or "",
         "instruct": obj.get("instruct", "") or "",
     }
+    checked: dict[str, str] = {}
     for key, value in fields.items():
         if not isinstance(value, str):
             return None, f"key {key!r} must be a string, got {type(value).__name__}"
-    return {k: v.strip() for k, v in fields.items()}, None
+        checked[key] = value.strip()
+    return checked, None
 
 
 def read_manifest(
@@ -207,7 +209,7 @@ def read_manifest(
     if path.suffix.lower() in (".jsonl", ".json"):
         parse = _parse_jsonl
     else:
-        def parse(line: str) -> tuple[dict | None, str | None]:
+        def parse(line: str) -> tuple[dict[str, str] | None, str | None]:
             return _parse_seed_tts(line, short_layouts)
     base = path.parent
     manifest = Manifest(path=path)
@@ -226,8 +228,8 @@ def read_manifest(
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             fields, error = parse(line)
-            if error:
-                bad(error)
+            if fields is None:  # then `error` says why
+                bad(error or "unreadable row")
                 continue
             utt = fields["utt"]
             if (error := check_utt_id(utt)) is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -33,6 +33,8 @@ from omnicli.commands.progress import PlainProgress
 from omnicli.errors import OmniError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from omnicli.profile import ResolvedProfile
 
 # Width of output that is not a terminal (a file, a pipe, a test runner): wide
@@ -228,7 +230,7 @@ class RequestProgress:
     def __init__(self, out: Console = err_console, *, rate: bool = False):
         extra = (TextColumn("{task.fields[rate]:.2f} audio-s/s"),) if rate else ()
         self.bar = progress_bar(out, *extra)
-        self._task = None
+        self._task: TaskID | None = None
         self._failed = 0
         self._audio_s = 0.0
 
@@ -236,7 +238,7 @@ class RequestProgress:
         self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.bar.__exit__(*exc)
 
     def start(self, description: str, total: int) -> None:

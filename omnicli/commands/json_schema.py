@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class Kind(str, Enum):
@@ -23,8 +26,10 @@ def document_schema(kind: Kind) -> dict:
     from omnicli.evaluation.summaries import EvalSummary
     from omnicli.synth_results import SynthResult, SynthSummary
 
-    model = {Kind.results: SynthResult, Kind.summary: SynthSummary, Kind.bench: BenchDocument,
-             Kind.bench_run: VllmRunResult, Kind.eval: EvalSummary}[kind]
+    models: dict[Kind, type[BaseModel]] = {Kind.results: SynthResult, Kind.summary: SynthSummary,
+                                           Kind.bench: BenchDocument, Kind.bench_run: VllmRunResult,
+                                           Kind.eval: EvalSummary}
+    model = models[kind]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **model.model_json_schema()}
 
 

@@ -91,6 +91,7 @@ def synth_merge(
         note(f"{out} is --out itself: not read as a shard")
     for reason in report.not_taken:
         err_console.print(Text.assemble(("not taken", "yellow"), f" {reason} (left pending)"))
+    assert report.summary is not None  # merge_shards sets it before it returns
     if report.foreign:
         note(f"{report.foreign} row(s) in the shard folders belong to no shard of {report.summary.manifest}: ignored")
     if len(report.profile_digests) > 1:

@@ -4,6 +4,8 @@
 caller that only needs the request and result types should not pay for.
 """
 
+from typing import TYPE_CHECKING
+
 from omnicli.engine.request import (
     AudioChunk,
     EngineDead,
@@ -14,6 +16,9 @@ from omnicli.engine.request import (
     RequestInfo,
     TTSRequest,
 )
+
+if TYPE_CHECKING:
+    from omnicli.engine.engine import Engine
 
 __all__ = [
     "AudioChunk",
@@ -28,7 +33,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name == "Engine":
         from omnicli.engine.engine import Engine
 

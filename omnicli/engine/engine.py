@@ -10,9 +10,9 @@ the codec stage; the codec thread hands PCM back through the
 `OutputRouter` into a per-request queue of typed values, which `generate`
 turns into AudioChunks, `RequestFailed` (this request only) or
 `EngineDead` (the engine as a whole). The engine classifies every failure
-itself: callers never need `fault()`, a pure query. One watchdog task
-declares the engine dead when a stage dies or no request in flight got
-output for `stage_timeout_s`. Nothing outside this package touches the
+itself, so callers need not ask: one watchdog task declares the engine dead
+when `fault()` (a pure query) names a dead stage or no request in flight
+got output for `stage_timeout_s`. Nothing outside this package touches the
 stages.
 """
 
@@ -43,28 +43,34 @@ from omnicli.engine.request import (
     EngineDead,
     EngineError,
     EngineStats,
+    FinishReason,
     RequestFailed,
     RequestInfo,
     TTSRequest,
 )
 from omnicli.engine.talker import Talker
-from omnicli.engine.windowed import WindowChunker, WindowedRunner
+from omnicli.engine.windowed import WindowChunker, WindowCodec, WindowedRunner
 
 if TYPE_CHECKING:
     from omnicli.engine.models.base import ModelAdapter
+    from omnicli.engine.outputs import Output
     from omnicli.profile import ResolvedProfile
+    from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
 
 log = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.5  # how often the watchdog checks that both stages are alive and making progress
 
 
-def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
+def _codec_runner(
+    adapter: ModelAdapter, cfg: CodecStageConfig, max_chunk_frames: int, device: str
+) -> CodecRunner | WindowedRunner:
     """Ring-cache runner for streaming-transformer codecs; windowed runner for stateless ones (SNAC, NeuCodec)."""
-    if adapter.windowed:
-        return WindowedRunner(adapter.codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
+    codec = adapter.codec
+    if isinstance(codec, WindowCodec):
+        return WindowedRunner(codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
     return CodecRunner(
-        adapter.codec.decoder,
+        codec.decoder,
         cfg.max_num_seqs,
         max_chunk_frames=max_chunk_frames,
         ring_headroom=cfg.codec_ring_headroom,
@@ -75,20 +81,30 @@ def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
     )
 
 
-def _chunker(adapter, cfg) -> Chunker:
+def _chunker(adapter: ModelAdapter, cfg: CodecStageConfig) -> Chunker:
     """Windowed families' chunks carry their codec's look-ahead frames."""
-    if adapter.windowed:
+    codec = adapter.codec
+    if isinstance(codec, WindowCodec):
         return WindowChunker(
             adapter.num_codebooks,
             cfg.initial_codec_chunk_frames,
             cfg.codec_chunk_frames,
             cfg.codec_chunk_ramp,
-            lookahead=adapter.codec.lookahead,
+            lookahead=codec.lookahead,
         )
     return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
-def _talker_folder(profile) -> Path | None:
+def _finish_reason(reason: str | None) -> FinishReason | None:
+    """vLLM's finish reason as a request's; None when vLLM ended it otherwise (aborted, cut short)."""
+    if reason == "stop":
+        return "stop"
+    if reason == "length":
+        return "length"
+    return None
+
+
+def _talker_folder(profile: Profile) -> Path | None:
     """The talker checkpoint folder of a family that reads one from disk (CheckpointMissing if absent)."""
     from omnicli.engine.models.checkpoints import locate
     from omnicli.families import get_family
@@ -97,7 +113,7 @@ def _talker_folder(profile) -> Path | None:
     return None if spec is None else locate(spec, profile.model_path, profile.model)
 
 
-def _check_talker_fits(folder: Path, talker_cfg, platform: str) -> None:
+def _check_talker_fits(folder: Path, talker_cfg: TalkerConfig, platform: str) -> None:
     check_talker_fits(
         folder / "config.json",
         talker_cfg.dtype,
@@ -111,7 +127,7 @@ class Engine:
     def __init__(
         self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
         pool: ThreadPoolExecutor, outputs: OutputRouter,
-    ):
+    ) -> None:
         self.resolved = resolved
         self.profile = resolved.profile
         self.adapter = adapter
@@ -121,11 +137,11 @@ class Engine:
         self._pool = pool
         self._loop = asyncio.get_running_loop()
         self._outputs = outputs
-        self._encoding: dict[str, asyncio.Future] = {}  # reference key -> encoding in progress
+        self._encoding: dict[str, asyncio.Future[np.ndarray]] = {}  # reference key -> encoding in progress
         self._ids = itertools.count()
         self._closed = False
         self._dead: str | None = None  # why the engine stopped serving; set once, by _die
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._warned_voice = False
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
@@ -155,8 +171,9 @@ class Engine:
                 profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
                 codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
-            chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
-            runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
+            # The largest chunk a request's Chunker emits (look-ahead frames not included: a windowed runner adds them).
+            max_chunk = Chunker.from_config(adapter.num_codebooks, cfg).max_chunk_frames
+            runner = _codec_runner(adapter, cfg, max_chunk, device)
             refs = ReferenceCache(
                 adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples
             )
@@ -204,7 +221,7 @@ class Engine:
     async def __aenter__(self) -> Engine:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -- requests --------------------------------------------------------------
@@ -307,7 +324,8 @@ class Engine:
                     info.codec_frames += len(frames)
                     for chunk in chunker.feed(frames):
                         self.codec.submit(rid, chunk, False)
-            if finish not in ("length", "stop"):  # cut short: its audio is truncated, not finished
+            done = _finish_reason(finish)
+            if done is None:  # cut short: its audio is truncated, not finished
                 if finish == "abort":  # we never abort a request whose pump runs: vLLM is shutting down
                     self._die("the talker (vLLM engine core) aborted its requests: it is shutting down")
                     return
@@ -316,7 +334,7 @@ class Engine:
                 self._outputs.put(rid, Failed(reason))
                 return
             if by_stop_token:  # the talker says whether the stop token or the cap ended it
-                info.finish_reason = finish
+                info.finish_reason = done
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise
@@ -326,7 +344,9 @@ class Engine:
             else:  # the talker failed this request only
                 self._outputs.put(rid, Failed(f"talker failed: {type(exc).__name__}: {exc}"))
 
-    async def _drain(self, request_id: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
+    async def _drain(
+        self, request_id: str, outputs: asyncio.Queue[Output], info: RequestInfo
+    ) -> AsyncIterator[AudioChunk]:
         while True:
             value = await outputs.get()
             if isinstance(value, Dead):
@@ -366,7 +386,7 @@ class Engine:
         """The one watchdog: declares the engine dead when a stage died or hung."""
         while True:  # until close() cancels it
             await asyncio.sleep(WATCHDOG_PERIOD_S)
-            if self._dead is None and (reason := self._stage_down() or self._stalled()):
+            if self._dead is None and (reason := self.fault() or self._stalled()):
                 self._die(reason)
 
     def _die(self, reason: str) -> None:

@@ -13,7 +13,7 @@ import difflib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 from pydantic import ValidationError
@@ -24,6 +24,9 @@ from omnicli.profile.presets import locate
 from omnicli.profile.resolved import ResolvedProfile, leaf_keys
 from omnicli.profile.safe_yaml import YamlShapeError, load_checked
 from omnicli.profile.schema import REPLACED_WHOLE, SECTIONS, Profile, check_platform
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 TOP_KEYS = tuple(Profile.model_fields)
 META_KEYS = ("base_config", "platforms")
@@ -292,7 +295,7 @@ def _apply_set(tree: _Tree, key: str, value: Any) -> None:
 # -------------------------------------------------------------- validation
 
 
-def _format_error(err: dict, tree: _Tree, fallback: str) -> str:
+def _format_error(err: ErrorDetails, tree: _Tree, fallback: str) -> str:
     loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
     ctx = err.get("ctx") or {}
     if "key" in ctx:  # a model-level rule that names its key

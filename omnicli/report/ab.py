@@ -188,12 +188,12 @@ def _num(value: Any) -> float | None:
 
 def pairs(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(A, B) for each load shape run by two or more profiles: the first profile against each other one."""
-    shapes: dict[tuple, list[dict[str, Any]]] = {}
+    shapes: dict[tuple[object, str], list[dict[str, Any]]] = {}
     for run in runs:
         shapes.setdefault((run.get("max_concurrency"), str(run.get("request_rate"))), []).append(run)
-    out = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for group in shapes.values():
-        profiles = []
+        profiles: list[dict[str, Any]] = []
         for run in group:
             if run.get("arm") not in [p.get("arm") for p in profiles]:
                 profiles.append(run)

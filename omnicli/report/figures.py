@@ -204,8 +204,9 @@ def ab_forest(label: str, diffs: list[Difference]) -> dict[str, Any] | None:
     shown = [d for d in diffs if d.rel is not None]
     if not shown:
         return None
-    err_plus = [(d.high - d.ratio) * 100 if d.high is not None else 0.0 for d in shown]
-    err_minus = [(d.ratio - d.low) * 100 if d.low is not None else 0.0 for d in shown]
+    # (every shown ratio is a number: `rel` is None exactly when the ratio is)
+    err_plus = [(d.high - d.ratio) * 100 if d.high is not None and d.ratio is not None else 0.0 for d in shown]
+    err_minus = [(d.ratio - d.low) * 100 if d.low is not None and d.ratio is not None else 0.0 for d in shown]
     colour = {"within noise": "#888888", "better": "#2ca02c", "worse": "#d62728"}
     fig = go.Figure(go.Scatter(
         x=[d.rel for d in shown], y=[d.label for d in shown], mode="markers",

@@ -236,15 +236,17 @@ def _add_sidecars(
         meta = sidecar.meta
         wav = _existing(sidecar.path.with_suffix(".wav"))
         row = by_retained.get(wav) if wav else None
-        if row is None:  # kept by a run whose results do not name the copy: by the output it was made from
-            row = by_output.get(_existing(meta.get("output_wav") or meta.get("gen_wav")))
+        made_from = _existing(meta.get("output_wav") or meta.get("gen_wav"))
+        if row is None and made_from is not None:  # kept by a run whose results do not name the copy: by its output
+            row = by_output.get(made_from)
         if row is None:
             folder = sidecar.path.parent.resolve()
             rows = by_folder.setdefault(folder, {})
             labels.setdefault(folder, _label(folder, cwd))
             utt = str(meta.get("utt") or sidecar.path.stem)
             key = utt if utt not in rows else f"{utt} ({sidecar.path.stem})"
-            timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
+            raw_timings = meta.get("timings")
+            timings: dict[str, Any] = raw_timings if isinstance(raw_timings, dict) else {}
             row = rows[key] = UttRow(
                 utt=key,
                 source=labels[folder],

@@ -137,7 +137,7 @@ def _load_json(path: Path, sources: Sources) -> Any:
 
 
 def _read_jsonl(path: Path, sources: Sources) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

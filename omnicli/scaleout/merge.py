@@ -74,7 +74,7 @@ class MergeReport:
     def complete(self) -> bool:
         """Every shard present and every manifest row ok."""
         s = self.summary
-        return bool(s) and not self.missing and s.num_failed == s.num_pending == s.num_invalid_rows == 0
+        return s is not None and not self.missing and s.num_failed == s.num_pending == s.num_invalid_rows == 0
 
 
 def read_shard_folder(path: Path) -> ShardFolder:

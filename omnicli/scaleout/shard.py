@@ -128,6 +128,7 @@ def shard_conflict(out_dir: Path, spec: ShardSpec | None) -> str | None:
     if wanted is None:
         return (f"{out_dir} holds shard {recorded}: resume it with --shard {recorded}, "
                 "or combine the shard folders with `omni synth-merge`")
+    assert spec is not None  # `wanted` is None otherwise
     return (f"{out_dir} holds shard {recorded}, not {wanted}: give each shard a folder of its own "
             f"(e.g. --out out/shard-{spec.index}), or resume this one with --shard {recorded}")
 

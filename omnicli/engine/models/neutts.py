@@ -29,11 +29,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
 
 NAME = "neutts-air"
 
@@ -51,7 +57,6 @@ LANGUAGE = "en-us"  # the reference package's language for neuphonic/neutts-air
 # The reference package's generate call (temperature 1.0, top-k 50); its
 # context is 2048 tokens, prompt included.
 SAMPLING = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
-MAX_CONTEXT = 2048
 CHUNK_FRAMES, LOOKBACK_FRAMES, LOOKAHEAD_FRAMES, OVERLAP_FRAMES = 25, 51, 5, 2  # see the module docstring
 MAX_TEXT_BYTES = 1000
 MAX_REF_SECONDS = 15.0
@@ -73,18 +78,33 @@ NEUTTS_SPECIALS = [
 ]
 
 # Qwen2.5-0.5B dimensions (the NeuTTS Air backbone); the vocabulary grows by the speech tokens.
-REAL_TALKER = dict(
+# (Keyword arguments of transformers' configs: values of mixed types.)
+REAL_TALKER: dict[str, Any] = dict(
     hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
     head_dim=64, max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
     hidden_act="silu", use_sliding_window=False,
 )
-TINY_TALKER = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=32, max_position_embeddings=4096)
+TINY_TALKER: dict[str, Any] = dict(
+    REAL_TALKER,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    max_position_embeddings=4096,
+)
 REAL_TEXT_VOCAB, TINY_TEXT_VOCAB = 151643, 512  # regular (non-special) tokens before the added ones
 # NeuCodec's published dimensions (transformers' NeuCodecConfig defaults); the tiny one narrows every network.
-TINY_SEMANTIC = dict(model_type="wav2vec2-bert", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, output_hidden_size=32)
-TINY_CODEC = dict(
+TINY_SEMANTIC: dict[str, Any] = dict(
+    model_type="wav2vec2-bert",
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    output_hidden_size=32,
+)
+TINY_CODEC: dict[str, Any] = dict(
     hidden_size=64,
     intermediate_size=128,
     num_hidden_layers=1,
@@ -140,7 +160,7 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
             "codec_parameters": sum(p.numel() for p in codec.parameters()), "vocab_size": vocab}
 
 
-def _randomize(model) -> None:
+def _randomize(model: nn.Module) -> None:
     """transformers initialises parts of NeuCodec to zero (its output is then silence): draw every matrix instead."""
     import torch
 
@@ -156,8 +176,8 @@ class NeuTTSAdapter(ModelAdapter):
     channels = 1
     num_codebooks = 1
     max_text_bytes = MAX_TEXT_BYTES
-    windowed = True
     uses_reference = True
+    codec: NeuCodecCodec
 
     def __init__(
         self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
@@ -197,8 +217,8 @@ class NeuTTSAdapter(ModelAdapter):
     def _resolve_ids(self) -> dict[str, int]:
         """Special and speech token ids from the checkpoint's tokenizer; the speech range must be contiguous."""
         names = [TEXT_PROMPT_START, TEXT_PROMPT_END, SPEECH_GENERATION_START, SPEECH_GENERATION_END]
-        ids = {n: self.tokenizer.token_to_id(n) for n in names}
-        missing = [n for n, i in ids.items() if i is None]
+        found = {n: self.tokenizer.token_to_id(n) for n in names}
+        missing = [n for n, i in found.items() if i is None]
         first, last = (
             self.tokenizer.token_to_id(speech_token(0)),
             self.tokenizer.token_to_id(speech_token(CODEBOOK_SIZE - 1)),
@@ -211,6 +231,7 @@ class NeuTTSAdapter(ModelAdapter):
         probe = [self.tokenizer.token_to_id(speech_token(c)) for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]
         if last - first != CODEBOOK_SIZE - 1 or probe != [first + c for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]:
             raise ValueError(f"{self.talker_path}/tokenizer.json: the speech tokens are not contiguous ids")
+        ids = {n: i for n, i in found.items() if i is not None}  # all of them: none is missing here
         ids["speech_0"] = first
         return ids
 
@@ -249,7 +270,7 @@ class NeuTTSAdapter(ModelAdapter):
     def target_tokens(self, text: str) -> int | None:
         return None  # <|SPEECH_GENERATION_END|> ends the utterance
 
-    def sampling_overrides(self) -> dict:
+    def sampling_overrides(self) -> dict[str, object]:
         return dict(self.sampling)
 
 

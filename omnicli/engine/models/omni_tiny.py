@@ -24,6 +24,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ BYTES_PER_SECOND = 14.0
 MAX_TEXT_BYTES = 500
 MAX_REF_SECONDS = 15.0
 
-TALKER_CONFIG = dict(
+TALKER_CONFIG: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE,
     hidden_size=384,
     intermediate_size=1024,
@@ -131,6 +132,7 @@ class OmniTinyAdapter(ModelAdapter):
     frame_rate = 12.5
     num_codebooks = NUM_CODEBOOKS
     max_text_bytes = MAX_TEXT_BYTES
+    codec: StreamingCodec
 
     def __init__(self, path: Path, codec_dtype: str = "float32"):
         import torch

@@ -34,11 +34,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
+
+if TYPE_CHECKING:
+    from omnicli.engine.models.snac_codec import SnacCodec
 
 NAME = "orpheus"
 
@@ -75,7 +79,7 @@ CODEC = CheckpointSpec(
 )
 
 # The published talker config (canopylabs/orpheus-3b-0.1-ft, a Llama 3.2 3B).
-REAL_TALKER = dict(
+REAL_TALKER: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE, hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
     num_attention_heads=24, num_key_value_heads=8, head_dim=128, max_position_embeddings=131072,
     rms_norm_eps=1e-5, rope_theta=500000.0,
@@ -83,13 +87,13 @@ REAL_TALKER = dict(
                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     tie_word_embeddings=True, bos_token_id=BEGIN_OF_TEXT, eos_token_id=END_OF_TEXT, hidden_act="silu",
 )
-TINY_TALKER = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+TINY_TALKER: dict[str, Any] = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, head_dim=32)
 # The published SNAC 24 kHz config; the tiny one narrows the networks only.
-REAL_SNAC = dict(sampling_rate=24000, encoder_dim=48, encoder_rates=[2, 4, 8, 8], decoder_dim=1024,
+REAL_SNAC: dict[str, Any] = dict(sampling_rate=24000, encoder_dim=48, encoder_rates=[2, 4, 8, 8], decoder_dim=1024,
                  decoder_rates=[8, 8, 4, 2], attn_window_size=None, codebook_size=4096, codebook_dim=8,
                  vq_strides=[4, 2, 1], noise=True, depthwise=True)
-TINY_SNAC = dict(REAL_SNAC, encoder_dim=8, decoder_dim=64)
+TINY_SNAC: dict[str, Any] = dict(REAL_SNAC, encoder_dim=8, decoder_dim=64)
 
 
 def special_tokens() -> list[str]:
@@ -150,7 +154,7 @@ class OrpheusAdapter(ModelAdapter):
     channels = 1
     num_codebooks = FRAME_TOKENS  # talker tokens per frame
     max_text_bytes = MAX_TEXT_BYTES
-    windowed = True
+    codec: SnacCodec
 
     def __init__(
         self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
@@ -251,7 +255,7 @@ class OrpheusAdapter(ModelAdapter):
     def target_tokens(self, text: str) -> int | None:
         return None  # the stop token ends the utterance
 
-    def sampling_overrides(self) -> dict:
+    def sampling_overrides(self) -> dict[str, object]:
         return dict(self.sampling)
 
 
