@@ -11,6 +11,7 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from omnicli import __version__
@@ -120,7 +121,7 @@ def collect() -> dict[str, Any]:
     from omnicli.datasets import demo_manifest_path
     from omnicli.profile.presets import presets_dir
 
-    def safe(fn):
+    def safe(fn: Callable[[], object]) -> str:
         try:
             return str(fn())
         except Exception as exc:

@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
+from types import FrameType
 
 Callback = Callable[[signal.Signals], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -99,7 +100,7 @@ class StopSignals:
                     pass  # its message could not be written (a closed terminal): keep watching for the next signal
 
 
-def _ignore(signum, frame) -> None:
+def _ignore(signum: int, frame: FrameType | None) -> None:
     pass
 
 

@@ -138,7 +138,7 @@ def note(message: str) -> None:
         err_console.print(message, highlight=False)
 
 
-def status(message: str):
+def status(message: str) -> contextlib.AbstractContextManager[object]:
     """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
     if VERBOSITY.quiet:
         return contextlib.nullcontext()
@@ -268,7 +268,7 @@ class RequestProgress:
         self.bar.stop()
 
 
-def fmt_number(value, digits: int = 2) -> str:
+def fmt_number(value: object, digits: int = 2) -> str:
     """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
     if value is None:
         return "-"

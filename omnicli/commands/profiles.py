@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from omnicli.commands.common import EXIT_USAGE, SetOption, console, err_console
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 app = typer.Typer(
     help="Engine profiles: YAML files selecting every engine setting (see docs/profiles.md).",
@@ -33,7 +36,7 @@ PlatformOption = Annotated[
 ]
 
 
-def _load(name: Optional[str], sets: Optional[list[str]], platform: Optional[PlatformChoice]):
+def _load(name: Optional[str], sets: Optional[list[str]], platform: Optional[PlatformChoice]) -> ResolvedProfile:
     from omnicli.profile import ProfileError, load_profile
 
     try:

@@ -8,12 +8,15 @@ the report extra is missing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from omnicli.commands.common import EXIT_OUTPUT_IO, err_console, note, usage_error
+
+if TYPE_CHECKING:
+    from omnicli.report.page import PageFacts
 
 ReportOption = Annotated[
     Optional[Path],
@@ -75,7 +78,9 @@ def report(
                + (f", {facts.embedded} clips embedded" if facts.embedded else "") + ")")
 
 
-def _write(paths, out, embed_audio, manifest, title):
+def _write(
+    paths: list[Path], out: Path, embed_audio: str | None, manifest: Path | None, title: str | None
+) -> PageFacts:
     from omnicli.report import write_report
     from omnicli.report.page import EmbedSpec
     from omnicli.report.sources import SourceError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -23,6 +23,9 @@ from omnicli.commands.common import (
     set_verbosity,
     status,
 )
+
+if TYPE_CHECKING:
+    from omnicli.scaleout.merge import MergeReport
 
 
 def synth_merge(
@@ -113,8 +116,9 @@ def synth_merge(
     raise typer.Exit(EXIT_OK if report.complete else EXIT_SOME_FAILED)
 
 
-def _print_report(report) -> None:
+def _print_report(report: MergeReport) -> None:
     summary = report.summary
+    assert summary is not None  # merge_shards sets it before it returns
     console.print(Text(f"omni synth-merge -> {report.out}"), highlight=False)
     table = Table(show_header=False)
     table.add_row("shards", f"{len(report.shards)} of {report.count}")

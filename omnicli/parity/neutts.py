@@ -20,10 +20,11 @@ import importlib.util
 import re
 import sys
 import types
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,6 +43,11 @@ from omnicli.parity.common import (
     verdict,
 )
 
+if TYPE_CHECKING:
+    from transformers import NeuCodecModel
+
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
+
 REF_TEXT = "The birch canoe slid on the smooth planks."
 # Our streaming may differ from the full decode by at most this multiple of the reference scheme's difference.
 STREAM_SLACK = 1.25
@@ -50,7 +56,7 @@ STREAM_SLACK = 1.25
 class _CodecShim:
     """What the reference calls on its codec (`decode_code`, `.device`), backed by transformers' NeuCodecModel."""
 
-    def __init__(self, model):
+    def __init__(self, model: NeuCodecModel) -> None:
         self.model = model
         self.device = torch.device("cpu")
 
@@ -61,30 +67,32 @@ class _CodecShim:
 class _TokenStream:
     """Stands in for the llama.cpp backbone of `_infer_stream_ggml`: streams fixed speech tokens."""
 
-    def __init__(self, codes):
+    def __init__(self, codes: Iterable[int]) -> None:
         self.codes = [int(c) for c in codes]
 
-    def reset(self):
+    def reset(self) -> None:
         pass
 
-    def __call__(self, prompt, **kwargs):
+    def __call__(self, prompt: object, **kwargs: object) -> Iterator[dict[str, list[dict[str, str]]]]:
         return iter([{"choices": [{"text": neutts.speech_token(c)}]} for c in self.codes])
 
 
-def reference_module():
+def reference_module() -> types.ModuleType | None:
     """The reference `neutts.neutts` module, or None when the `neutts` package is not installed."""
     if importlib.util.find_spec("neutts") is None:
         return None
     if "neucodec" not in sys.modules and importlib.util.find_spec("neucodec") is None:
         stub = types.ModuleType("neucodec")
-        stub.NeuCodec = stub.DistillNeuCodec = None  # never called by the checks
+        stub.NeuCodec = stub.DistillNeuCodec = None  # type: ignore[attr-defined]  # a stand-in: never called
         sys.modules["neucodec"] = stub
     if "librosa" not in sys.modules and importlib.util.find_spec("librosa") is None:
         sys.modules["librosa"] = types.ModuleType("librosa")  # only encode_reference (unused here) needs it
     return importlib.import_module("neutts.neutts")
 
 
-def reference_instance(module, talker: Path, codec_model, language: str = neutts.LANGUAGE):
+def reference_instance(
+    module: types.ModuleType, talker: Path, codec_model: NeuCodecModel, language: str = neutts.LANGUAGE
+) -> Any:  # a neutts.NeuTTS (an untyped package)
     """A NeuTTS object with the reference's own phonemizer, the checkpoint's tokenizer and our codec model."""
     from transformers import AutoTokenizer
 
@@ -102,7 +110,7 @@ def reference_instance(module, talker: Path, codec_model, language: str = neutts
     return ref
 
 
-def reference_stream(ref, codes: np.ndarray) -> np.ndarray:
+def reference_stream(ref: Any, codes: np.ndarray) -> np.ndarray:
     """The reference's streaming decode of `codes` (no reference codes before them)."""
     ref.backbone = _TokenStream(codes.reshape(-1))
     with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
@@ -119,9 +127,9 @@ class Setup:
     """What the checks share; `rng` is drawn from in check order, so the list's order is part of the result."""
 
     adapter: neutts.NeuTTSAdapter
-    codec: Any  # NeuCodecCodec
+    codec: NeuCodecCodec
     rng: np.random.Generator
-    ref: Any  # the reference NeuTTS object, None when the package is not installed
+    ref: Any  # the reference neutts.NeuTTS object (untyped package), None when it is not installed
     ref_codes: np.ndarray  # a random reference's codes for the prompt checks
     codes: np.ndarray  # N_FRAMES random codes the decode checks use
 

@@ -17,9 +17,12 @@ import contextlib
 import importlib
 import importlib.util
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,21 +43,25 @@ from omnicli.parity.common import (
     verdict,
 )
 
+if TYPE_CHECKING:
+    from snac import SNAC  # untyped package: its model reads as Any
+    from transformers import PreTrainedTokenizerBase
+
 
 class _PinnedSnac:
     """Stands in for `SNAC.from_pretrained(...)` in the reference: `.eval().to(device)` gives our model."""
 
-    def __init__(self, model):
+    def __init__(self, model: SNAC) -> None:
         self.model = model
 
-    def eval(self):
+    def eval(self) -> _PinnedSnac:
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: object, **kwargs: object) -> SNAC:
         return self.model
 
 
-def _reference_modules(snac_model):
+def _reference_modules(snac_model: SNAC) -> tuple[ModuleType, ModuleType] | None:
     """(engine_class, decoder) of orpheus_tts wired to `snac_model` on CPU, or None when not installed."""
     try:
         import snac
@@ -64,7 +71,7 @@ def _reference_modules(snac_model):
         return None
     original = snac.SNAC.from_pretrained
 
-    def pinned(_cls, *_args, **_kwargs):  # whatever repo id it asks for, it gets our model
+    def pinned(_cls: object, *_args: object, **_kwargs: object) -> _PinnedSnac:  # whatever repo id: our model
         return _PinnedSnac(snac_model)
 
     snac.SNAC.from_pretrained = classmethod(pinned)
@@ -75,7 +82,7 @@ def _reference_modules(snac_model):
         engine_class = importlib.import_module("orpheus_tts.engine_class")
     finally:
         snac.SNAC.from_pretrained = original
-    decoder.snac_device = "cpu"
+    decoder.snac_device = "cpu"  # type: ignore[attr-defined]  # a global of orpheus_tts' (untyped) decoder
     return engine_class, decoder
 
 
@@ -89,7 +96,7 @@ class Setup:
     codec: SnacCodec
     rng: np.random.Generator
     seed: int
-    ref: tuple | None  # (engine_class, decoder) of orpheus_tts, None when not installed
+    ref: tuple[ModuleType, ModuleType] | None  # (engine_class, decoder) of orpheus_tts, None when not installed
     codes: np.ndarray  # random codes 1..4095 (the reference's parser drops code 0, a known bug)
 
     @classmethod
@@ -261,7 +268,9 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     return run_checks(CHECKS, Setup.open(checkpoint, seed))
 
 
-def training_layout_prompt(tokenizer, snac_model, ref_pcm: np.ndarray, ref_text: str, text: str) -> list[int]:
+def training_layout_prompt(
+    tokenizer: PreTrainedTokenizerBase, snac_model: SNAC, ref_pcm: np.ndarray, ref_text: str, text: str
+) -> list[int]:
     """The pretrained continuation prompt as Canopy's training data lays out its records,
     built independently of the adapter: transformers' tokenizer, `snac.encode` codes
     interleaved one frame at a time, frames repeating the last kept codebook-0 code dropped."""
@@ -281,7 +290,7 @@ def training_layout_prompt(tokenizer, snac_model, ref_pcm: np.ndarray, ref_text:
     return [*turn(ref_text), *speech, orpheus.END_OF_SPEECH, orpheus.END_OF_AI, *turn(text)]
 
 
-def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) -> Check:
+def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng: np.random.Generator) -> Check:
     from transformers import AutoTokenizer
 
     pretrained = orpheus.OrpheusAdapter(talker, codec_dir, options={"codec_noise": False, "mode": "pretrained"})
@@ -304,15 +313,15 @@ def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) ->
                  "; ".join(bad))
 
 
-def _reference_stream(decoder, tokens: np.ndarray) -> list[np.ndarray]:
+def _reference_stream(decoder: ModuleType, tokens: np.ndarray) -> list[np.ndarray]:
     """Runs the reference's async tokens_decoder on token strings; int16 audio per window."""
     import asyncio
 
-    async def gen():
+    async def gen() -> AsyncIterator[str]:
         for t in tokens:
             yield f"<custom_token_{int(t) - 128256}>"
 
-    async def collect():
+    async def collect() -> list[np.ndarray]:
         return [np.frombuffer(b, dtype=np.int16) async for b in decoder.tokens_decoder(gen())]
 
     with contextlib.redirect_stdout(sys.stderr):

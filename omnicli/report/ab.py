@@ -31,29 +31,33 @@ class Metric:
     per_round: Callable[[list[dict[str, Any]], float], float | None]  # (requests of one round, its duration) -> value
 
 
-def _ok(reqs):
+Requests = list[dict[str, Any]]  # the request rows of one round of a bench run
+RoundValue = Callable[[Requests, float], "float | None"]
+
+
+def _ok(reqs: Requests) -> Requests:
     return [r for r in reqs if not r.get("error") and (r.get("audio_duration") or 0) > 0]
 
 
-def _mean_of(name: str, scale: float = 1.0):
-    def value(reqs, _duration):
+def _mean_of(name: str, scale: float = 1.0) -> RoundValue:
+    def value(reqs: Requests, _duration: float) -> float | None:
         vals = [r[name] for r in _ok(reqs) if isinstance(r.get(name), (int, float))]
         return float(np.mean(vals)) * scale if vals else None
     return value
 
 
-def _pct_of(name: str, q: float, scale: float = 1.0):
-    def value(reqs, _duration):
+def _pct_of(name: str, q: float, scale: float = 1.0) -> RoundValue:
+    def value(reqs: Requests, _duration: float) -> float | None:
         vals = [r[name] for r in _ok(reqs) if isinstance(r.get(name), (int, float))]
         return float(np.percentile(vals, q)) * scale if vals else None
     return value
 
 
-def _audio_throughput(reqs, duration):
+def _audio_throughput(reqs: Requests, duration: float) -> float | None:
     return sum(r.get("audio_duration") or 0 for r in reqs if not r.get("error")) / duration if duration > 0 else None
 
 
-def _request_throughput(reqs, duration):
+def _request_throughput(reqs: Requests, duration: float) -> float | None:
     return sum(1 for r in reqs if not r.get("error")) / duration if duration > 0 else None
 
 

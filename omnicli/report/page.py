@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import jinja2
@@ -26,7 +26,10 @@ from omnicli.atomic import write_text_atomic
 from omnicli.errors import UsageError
 from omnicli.report import ab, figures
 from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
-from omnicli.report.sources import Sources, bench_runs
+from omnicli.report.sources import EvalFolder, Sources, bench_runs
+
+if TYPE_CHECKING:
+    from omnicli.synth_results import SynthSummary
 
 # Per-row values the table shows, in column order (the page's script knows them by these names).
 COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s", "rtf", "ttfp_s", "finish_reason",
@@ -173,7 +176,7 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         "version": __version__,
         "sources": _source_list(sources),
         "notes": [*sources.notes, *utterances.notes],
-        "synth_cards": [_synth_card(s) for s in sources.synth if s.summary],
+        "synth_cards": [_synth_card(s.dir, s.summary) for s in sources.synth if s.summary],
         "eval_cards": [_eval_card(e) for e in sources.evals],
         "bench_runs": [_run_row(r) for r in runs],
         "bench_columns": _RUN_KEYS,
@@ -215,10 +218,9 @@ def _source_list(sources: Sources) -> list[str]:
     return out
 
 
-def _synth_card(synth) -> dict[str, Any]:
-    s = synth.summary
+def _synth_card(folder: Path, s: SynthSummary) -> dict[str, Any]:
     return {
-        "dir": str(synth.dir),
+        "dir": str(folder),
         "items": [
             ("rows", s.num_rows, ""),
             (
@@ -242,7 +244,7 @@ def _synth_card(synth) -> dict[str, Any]:
     }
 
 
-def _eval_card(ev) -> dict[str, Any]:
+def _eval_card(ev: EvalFolder) -> dict[str, Any]:
     """The headline figures with the comparability labels the eval commands print."""
     s = ev.summary
     notes = s.key_notes or {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def read_sources(paths: list[Path]) -> Sources:
     return sources
 
 
-def _walk(root: Path):
+def _walk(root: Path) -> Iterator[tuple[Path, set[str]]]:
     root_depth = len(root.parts)
     for here, dirs, files in os.walk(root):
         folder = Path(here)

@@ -289,7 +289,7 @@ class _RecordedProfile:
         return self.settings
 
     @property
-    def profile(self):  # build_synth_summary reads resolved.profile.model
+    def profile(self) -> _RecordedProfile:  # build_synth_summary reads resolved.profile.model
         return self
 
 

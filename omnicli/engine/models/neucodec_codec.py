@@ -89,6 +89,7 @@ class NeuCodecCodec(WindowCodec):
     """The windowed-codec face of NeuCodec for the engine's WindowedRunner."""
 
     num_codebooks = 1
+    encoder: NeuCodecReferenceEncoder
 
     def __init__(self, model: NeuCodecModel, features: EncoderFeatures, *, lookback: int, lookahead: int, overlap: int):
         super().__init__()

@@ -211,8 +211,12 @@ class NeuTTSAdapter(ModelAdapter):
         self._middle = self.tokenizer.encode(PROMPT_MIDDLE, add_special_tokens=False).ids
 
     @classmethod
-    def load(cls, model_path: str | None, codec_path: str | None, **kw) -> "NeuTTSAdapter":
-        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), **kw)
+    def load(
+        cls, model_path: str | None, codec_path: str | None, *, codec_dtype: str = "float32",
+        options: dict | None = None,
+    ) -> NeuTTSAdapter:
+        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), codec_dtype=codec_dtype,
+                   options=options)
 
     def _resolve_ids(self) -> dict[str, int]:
         """Special and speech token ids from the checkpoint's tokenizer; the speech range must be contiguous."""
@@ -275,6 +279,6 @@ class NeuTTSAdapter(ModelAdapter):
 
 
 def load_adapter(*, model_path: str | None, codec_path: str | None, codec_dtype: str, options: dict | None,
-                 **_seed) -> NeuTTSAdapter:
+                 **_seed: object) -> NeuTTSAdapter:
     """The family registry's loader (omnicli.families)."""
     return NeuTTSAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)

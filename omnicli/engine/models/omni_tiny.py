@@ -175,6 +175,6 @@ class OmniTinyAdapter(ModelAdapter):
         return frames * NUM_CODEBOOKS
 
 
-def load_adapter(*, seed: int | None, codec_dtype: str, **_checkpoints) -> OmniTinyAdapter:
+def load_adapter(*, seed: int | None, codec_dtype: str, **_checkpoints: object) -> OmniTinyAdapter:
     """The family registry's loader (omnicli.families): omni-tiny needs no checkpoints, only its seed."""
     return OmniTinyAdapter.load(DEFAULT_SEED if seed is None else seed, codec_dtype)

@@ -195,8 +195,12 @@ class OrpheusAdapter(ModelAdapter):
         self.max_ref_samples = 20 * self.sample_rate
 
     @classmethod
-    def load(cls, model_path: str | None, codec_path: str | None, **kw) -> "OrpheusAdapter":
-        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), **kw)
+    def load(
+        cls, model_path: str | None, codec_path: str | None, *, codec_dtype: str = "float32",
+        options: dict | None = None,
+    ) -> OrpheusAdapter:
+        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), codec_dtype=codec_dtype,
+                   options=options)
 
     def _check_ids(self) -> None:
         """The checkpoint's tokenizer must put Orpheus' specials where the prompt layout expects them."""
@@ -260,6 +264,6 @@ class OrpheusAdapter(ModelAdapter):
 
 
 def load_adapter(*, model_path: str | None, codec_path: str | None, codec_dtype: str, options: dict | None,
-                 **_seed) -> OrpheusAdapter:
+                 **_seed: object) -> OrpheusAdapter:
     """The family registry's loader (omnicli.families)."""
     return OrpheusAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)

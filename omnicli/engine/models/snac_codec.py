@@ -109,6 +109,7 @@ class SnacCodec(WindowCodec):
     """The windowed-codec face of SNAC for the engine's WindowedRunner."""
 
     num_codebooks = FRAME_CODES
+    encoder: SnacReferenceEncoder
 
     def __init__(self, snac: SNAC, *, lookback: int, lookahead: int, overlap: int = 0):
         super().__init__()
