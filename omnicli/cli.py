@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -27,6 +26,9 @@ from omnicli.commands import eval as eval_cmd
 from omnicli.errors import OmniError
 from omnicli.quiet import quiet_vllm
 
+if TYPE_CHECKING:
+    from typer import _click  # the click Typer vendors: what its groups are invoked with
+
 # Start-up of the `omni` command. Here, not in main(): vLLM's engine-core
 # process (spawned) re-imports the command's main module, not main().
 quiet_vllm()
@@ -44,7 +46,7 @@ class OmniGroup(TyperGroup):
     there click's plain one-line `Error: ...` is printed instead.
     """
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: _click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except OmniError as exc:  # usage 2, engine 3, output 4 (omnicli.errors)
@@ -110,7 +112,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the versions of omni, torch and vLLM, and the device, then exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the versions of omni, torch and vLLM, and the device, then exit.",
+    ),
 ) -> None:
     """Offline text-to-speech toolkit."""
 

@@ -24,7 +24,9 @@ def dataset_dir(name: str) -> Path:
         raise KeyError(f"unknown dataset {name!r} (shipped: {', '.join(sorted(DATASETS))})")
     path = package_data_dir() / name
     if not path.is_dir():
-        raise FileNotFoundError(f"dataset {name!r} is missing from the installed package (expected {path}); reinstall omnicli")
+        raise FileNotFoundError(
+            f"dataset {name!r} is missing from the installed package (expected {path}); reinstall omnicli"
+        )
     return path
 
 

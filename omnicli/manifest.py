@@ -110,7 +110,11 @@ def resolve_audio_path(
     path = (raw if raw.is_absolute() else base / raw).resolve()
     if not allow_outside:
         if raw.is_absolute():
-            return None, f"absolute {what} path {value!r} is not allowed (use a path relative to the manifest, or --allow-outside-paths)"
+            return (
+                None,
+                f"absolute {what} path {value!r} is not allowed (use a path relative to the manifest, or "
+                "--allow-outside-paths)",
+            )
         if not path.is_relative_to(base.resolve()):
             return None, f"{what} path {value!r} escapes the manifest folder (use --allow-outside-paths to permit)"
     if must_exist and not path.is_file():
@@ -118,17 +122,25 @@ def resolve_audio_path(
     return path, None
 
 
-def _parse_seed_tts_short(parts: list[str]) -> dict:
+def _parse_seed_tts_short(parts: list[str]) -> dict[str, str]:
     """seed-tts-eval's shorter layouts (get_wav_res_ref_text.py): `utt|text`
     and `utt|text|prompt_wav` (where utt may carry a `.wav` suffix)."""
     utt, text = parts[0].strip(), parts[1].strip()
     prompt_wav = parts[2].strip() if len(parts) == 3 else ""
     if len(parts) == 3 and utt.endswith(".wav"):
         utt = utt[: -len(".wav")]
-    return {"utt": utt, "prompt_text": "", "prompt_wav": prompt_wav, "text": text, "gt_wav": "", "voice": "", "instruct": ""}
+    return {
+        "utt": utt,
+        "prompt_text": "",
+        "prompt_wav": prompt_wav,
+        "text": text,
+        "gt_wav": "",
+        "voice": "",
+        "instruct": "",
+    }
 
 
-def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None, str | None]:
+def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict[str, str] | None, str | None]:
     parts = line.split("|")
     if short_layouts and len(parts) in (2, 3):
         return _parse_seed_tts_short(parts), None
@@ -141,10 +153,18 @@ def _parse_seed_tts(line: str, short_layouts: bool = False) -> tuple[dict | None
     if gt_wav and Path(gt_wav).suffix.lower() not in AUDIO_SUFFIXES:
         # Otherwise "a|b|c.wav|hello|world" would silently lose "|world" from the text.
         return None, f"5th field {gt_wav!r} is not an audio file name (is there a '|' inside the text?)"
-    return {"utt": utt, "prompt_text": prompt_text, "prompt_wav": prompt_wav, "text": text, "gt_wav": gt_wav, "voice": "", "instruct": ""}, None
+    return {
+        "utt": utt,
+        "prompt_text": prompt_text,
+        "prompt_wav": prompt_wav,
+        "text": text,
+        "gt_wav": gt_wav,
+        "voice": "",
+        "instruct": "",
+    }, None
 
 
-def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
+def _parse_jsonl(line: str) -> tuple[dict[str, str] | None, str | None]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -163,10 +183,12 @@ def _parse_jsonl(line: str) -> tuple[dict | None, str | None]:
         "voice": obj.get("voice", "") or "",
         "instruct": obj.get("instruct", "") or "",
     }
+    checked: dict[str, str] = {}
     for key, value in fields.items():
         if not isinstance(value, str):
             return None, f"key {key!r} must be a string, got {type(value).__name__}"
-    return {k: v.strip() for k, v in fields.items()}, None
+        checked[key] = value.strip()
+    return checked, None
 
 
 def read_manifest(
@@ -187,7 +209,7 @@ def read_manifest(
     if path.suffix.lower() in (".jsonl", ".json"):
         parse = _parse_jsonl
     else:
-        def parse(line: str) -> tuple[dict | None, str | None]:
+        def parse(line: str) -> tuple[dict[str, str] | None, str | None]:
             return _parse_seed_tts(line, short_layouts)
     base = path.parent
     manifest = Manifest(path=path)
@@ -206,8 +228,8 @@ def read_manifest(
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             fields, error = parse(line)
-            if error:
-                bad(error)
+            if fields is None:  # then `error` says why
+                bad(error or "unreadable row")
                 continue
             utt = fields["utt"]
             if (error := check_utt_id(utt)) is not None:
@@ -226,12 +248,16 @@ def read_manifest(
             if len(fields["instruct"]) > MAX_INSTRUCT_CHARS:
                 bad(f"instruct is {len(fields['instruct'])} characters long (limit {MAX_INSTRUCT_CHARS})", utt)
                 continue
-            prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
+            prompt_wav, error = resolve_audio_path(
+                fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio
+            )
             if error:
                 bad(error, utt)
                 continue
             # gt_wav is informational (used by evaluation): a missing file is not an error.
-            gt_wav, error = resolve_audio_path(fields["gt_wav"], base, allow_outside_paths, must_exist=False, what="gt_wav")
+            gt_wav, error = resolve_audio_path(
+                fields["gt_wav"], base, allow_outside_paths, must_exist=False, what="gt_wav"
+            )
             if error:
                 bad(error, utt)
                 continue

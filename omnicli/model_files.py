@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 from omnicli.errors import UsageError
@@ -127,7 +128,7 @@ def check_model_folder(folder: Path, *, allow_remote_code: bool = False) -> None
         check_safetensors(path)
 
 
-def _flatten(value: object):
+def _flatten(value: object) -> Iterator[object]:
     if isinstance(value, dict):
         for v in value.values():
             yield from _flatten(v)

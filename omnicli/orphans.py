@@ -73,7 +73,7 @@ class OrphanGuard:
     def __init__(self) -> None:
         me = os.getpid()
         existing = [str(p.pid) for p in psutil.Process(me).children()]
-        self._watcher: subprocess.Popen | None = None
+        self._watcher: subprocess.Popen[bytes] | None = None
         try:
             self._watcher = subprocess.Popen(
                 [sys.executable, "-m", "omnicli.orphans", str(me), *existing],
@@ -95,8 +95,9 @@ class OrphanGuard:
         if watcher is None:
             return
         with contextlib.suppress(OSError, ValueError):
-            watcher.stdin.write(_DISARM)
-            watcher.stdin.close()
+            if watcher.stdin is not None:  # always: it was started with stdin=PIPE
+                watcher.stdin.write(_DISARM)
+                watcher.stdin.close()
         try:
             watcher.wait(5.0)
         except subprocess.TimeoutExpired:

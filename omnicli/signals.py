@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
+from types import FrameType
 
 Callback = Callable[[signal.Signals], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -38,7 +39,7 @@ class StopSignals:
         self.on_force = on_force
         self.signals = tuple(signal.Signals(s) for s in signals)
         self.received: list[signal.Signals] = []
-        self._old_handlers: dict = {}
+        self._old_handlers: dict[signal.Signals, signal._HANDLER] = {}
         self._old_wakeup = -1
         self._pipe: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
@@ -63,10 +64,12 @@ class StopSignals:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         signal.set_wakeup_fd(self._old_wakeup)
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
+        if self._pipe is None:  # never entered
+            return
         r, w = self._pipe
         os.close(w)  # the watcher reads EOF and ends
         if self._thread is not None:
@@ -97,7 +100,7 @@ class StopSignals:
                     pass  # its message could not be written (a closed terminal): keep watching for the next signal
 
 
-def _ignore(signum, frame) -> None:
+def _ignore(signum: int, frame: FrameType | None) -> None:
     pass
 
 

@@ -14,17 +14,27 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from omnicli.commands.progress import PlainProgress
 from omnicli.errors import OmniError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from omnicli.profile import ResolvedProfile
 
 # Width of output that is not a terminal (a file, a pipe, a test runner): wide
@@ -94,8 +104,12 @@ SetOption = Annotated[
 ]
 
 
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress or notes: only warnings, errors and results.")
+]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")
+]
 
 
 class _Verbosity:
@@ -124,7 +138,7 @@ def note(message: str) -> None:
         err_console.print(message, highlight=False)
 
 
-def status(message: str):
+def status(message: str) -> contextlib.AbstractContextManager[object]:
     """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
     if VERBOSITY.quiet:
         return contextlib.nullcontext()
@@ -177,7 +191,10 @@ def require_folder(path: Path | None, option: str) -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         where = "" if probe == Path(path) else f" ({probe} is a file)"
-        err_console.print(f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)", highlight=False)
+        err_console.print(
+            f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)",
+            highlight=False,
+        )
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -213,7 +230,7 @@ class RequestProgress:
     def __init__(self, out: Console = err_console, *, rate: bool = False):
         extra = (TextColumn("{task.fields[rate]:.2f} audio-s/s"),) if rate else ()
         self.bar = progress_bar(out, *extra)
-        self._task = None
+        self._task: TaskID | None = None
         self._failed = 0
         self._audio_s = 0.0
 
@@ -221,7 +238,7 @@ class RequestProgress:
         self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.bar.__exit__(*exc)
 
     def start(self, description: str, total: int) -> None:
@@ -251,7 +268,7 @@ class RequestProgress:
         self.bar.stop()
 
 
-def fmt_number(value, digits: int = 2) -> str:
+def fmt_number(value: object, digits: int = 2) -> str:
     """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
     if value is None:
         return "-"

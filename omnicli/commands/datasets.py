@@ -9,7 +9,9 @@ from rich.table import Table
 
 from omnicli.commands.common import EXIT_USAGE, console, err_console
 
-app = typer.Typer(help="Datasets shipped with omnicli (the demo set), usable without the repository.", no_args_is_help=True)
+app = typer.Typer(
+    help="Datasets shipped with omnicli (the demo set), usable without the repository.", no_args_is_help=True
+)
 
 
 @app.command("list")
@@ -29,6 +31,8 @@ def path(name: Annotated[str, typer.Argument(help="Dataset name, e.g. demo.")]) 
     from omnicli.datasets import DATASETS, dataset_dir
 
     if name not in DATASETS:
-        err_console.print(f"[red]error:[/red] unknown dataset {name!r} (shipped: {', '.join(sorted(DATASETS))})", highlight=False)
+        err_console.print(
+            f"[red]error:[/red] unknown dataset {name!r} (shipped: {', '.join(sorted(DATASETS))})", highlight=False
+        )
         raise typer.Exit(EXIT_USAGE)
     typer.echo(str(dataset_dir(name) / "meta.lst"))

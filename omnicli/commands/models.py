@@ -16,8 +16,12 @@ app = typer.Typer(help="Model families the engine can run.", no_args_is_help=Tru
 
 @app.command("list")
 def list_models(
-    model_path: str = typer.Option(None, "--model-path", help="Check this talker checkpoint instead of the family's default."),
-    codec_path: str = typer.Option(None, "--codec-path", help="Check this codec checkpoint instead of the family's default."),
+    model_path: str = typer.Option(
+        None, "--model-path", help="Check this talker checkpoint instead of the family's default."
+    ),
+    codec_path: str = typer.Option(
+        None, "--codec-path", help="Check this codec checkpoint instead of the family's default."
+    ),
 ) -> None:
     """List model families, what each needs on disk and whether it is present."""
     from omnicli.families import family_names, family_status
@@ -34,7 +38,9 @@ def list_models(
 @app.command("build-tiny")
 def build_tiny(
     family: str = typer.Argument(..., help="Family to build: orpheus, neutts-air, qwen3-tts."),
-    dest: Path = typer.Argument(..., help="New folder; DEST/talker and DEST/codec are written (qwen3-tts: DEST/base, DEST/custom_voice)."),
+    dest: Path = typer.Argument(
+        ..., help="New folder; DEST/talker and DEST/codec are written (qwen3-tts: DEST/base, DEST/custom_voice)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
     real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
 ) -> None:
@@ -71,8 +77,12 @@ def build_model(
 @app.command("verify")
 def verify(
     family: str = typer.Argument(..., help="Family to check: orpheus, neutts-air, qwen3-tts."),
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder with talker/ and codec/, or the one checkpoint folder of a "
-                                    "vLLM-Omni family (e.g. from build-tiny)."),
+    checkpoint: Path = typer.Option(
+        ...,
+        "--checkpoint",
+        help="Folder with talker/ and codec/, or the one checkpoint folder of a "
+        "vLLM-Omni family (e.g. from build-tiny).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random codes and audio the checks use."),
 ) -> None:
     """Parity checks against the family's reference code; exit 1 on any mismatch.
@@ -105,5 +115,7 @@ def verify(
         console.print(line[9:], markup=False, highlight=False, soft_wrap=True)
     bad = [c for c in checks if c.status == "mismatch"]
     skipped = [c for c in checks if c.status == "skipped"]
-    console.print(f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True)
+    console.print(
+        f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True
+    )
     raise typer.Exit(1 if bad else 0)

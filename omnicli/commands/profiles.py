@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from omnicli.commands.common import EXIT_USAGE, SetOption, console, err_console
+
+if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
 
 app = typer.Typer(
     help="Engine profiles: YAML files selecting every engine setting (see docs/profiles.md).",
@@ -33,7 +36,7 @@ PlatformOption = Annotated[
 ]
 
 
-def _load(name: Optional[str], sets: Optional[list[str]], platform: Optional[PlatformChoice]):
+def _load(name: Optional[str], sets: Optional[list[str]], platform: Optional[PlatformChoice]) -> ResolvedProfile:
     from omnicli.profile import ProfileError, load_profile
 
     try:
@@ -71,7 +74,9 @@ def list_profiles() -> None:
 
 @app.command("show")
 def show(
-    name: Annotated[Optional[str], typer.Argument(help="Preset name or path to a YAML file.", show_default="default")] = None,
+    name: Annotated[
+        Optional[str], typer.Argument(help="Preset name or path to a YAML file.", show_default="default")
+    ] = None,
     sets: SetOption = None,
     platform: PlatformOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the resolved profile as JSON.")] = False,
@@ -89,7 +94,9 @@ def show(
         }
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    console.print(Text(f"{resolved.name} ({resolved.source}) for {resolved.platform}, digest {resolved.digest}"), highlight=False)
+    console.print(
+        Text(f"{resolved.name} ({resolved.source}) for {resolved.platform}, digest {resolved.digest}"), highlight=False
+    )
     table = Table()
     table.add_column("Key", style="cyan", no_wrap=True)
     table.add_column("Value")
@@ -119,7 +126,9 @@ def validate(
             for problem in exc.problems:
                 console.print(Text(f"    {problem}"))
             continue
-        console.print(Text(f"✓ {item}", style="green"), Text(f"({resolved.platform}, digest {resolved.digest})", style="dim"))
+        console.print(
+            Text(f"✓ {item}", style="green"), Text(f"({resolved.platform}, digest {resolved.digest})", style="dim")
+        )
     if bad:
         console.print(Text(f"{bad} of {len(files)} profile(s) invalid", style="red"))
         raise typer.Exit(EXIT_USAGE)

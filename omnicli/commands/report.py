@@ -8,25 +8,52 @@ the report extra is missing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from omnicli.commands.common import EXIT_OUTPUT_IO, err_console, note, usage_error
 
+if TYPE_CHECKING:
+    from omnicli.report.page import PageFacts
+
 ReportOption = Annotated[
     Optional[Path],
-    typer.Option("--report", help="At the end, write the HTML report of this run to FILE (as `omni report`; needs omnicli[report]).",
-                 metavar="FILE"),
+    typer.Option(
+        "--report",
+        help="At the end, write the HTML report of this run to FILE (as `omni report`; needs omnicli[report]).",
+        metavar="FILE",
+    ),
 ]
 
 
 def report(
-    paths: Annotated[list[Path], typer.Argument(help="Folders (or bench result files) to read: synth OUT, eval/eval-wer --out, bench --result-dir, --keep-failed.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write (audio is linked relative to its folder).")] = Path("report.html"),
-    embed_audio: Annotated[Optional[str], typer.Option("--embed-audio", help="Inline audio into the page: worst:N (the N worst rows' clips, for mailing the file), all, or none.", metavar="worst:N")] = None,
-    manifest: Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Manifest for texts and reference prompts (default: the one each run recorded).")] = None,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders (or bench result files) to read: synth OUT, eval/eval-wer --out, bench --result-dir, "
+                 "--keep-failed.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The HTML file to write (audio is linked relative to its folder).")
+    ] = Path("report.html"),
+    embed_audio: Annotated[
+        Optional[str],
+        typer.Option(
+            "--embed-audio",
+            help="Inline audio into the page: worst:N (the N worst rows' clips, for mailing the file), all, or none.",
+            metavar="worst:N",
+        ),
+    ] = None,
+    manifest: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--manifest", "-m", help="Manifest for texts and reference prompts (default: the one each run recorded)."
+        ),
+    ] = None,
     title: Annotated[Optional[str], typer.Option("--title", help="Page title.")] = None,
 ) -> None:
     """Write one self-contained HTML page to look at and listen to runs.
@@ -51,7 +78,9 @@ def report(
                + (f", {facts.embedded} clips embedded" if facts.embedded else "") + ")")
 
 
-def _write(paths, out, embed_audio, manifest, title):
+def _write(
+    paths: list[Path], out: Path, embed_audio: str | None, manifest: Path | None, title: str | None
+) -> PageFacts:
     from omnicli.report import write_report
     from omnicli.report.page import EmbedSpec
     from omnicli.report.sources import SourceError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -24,12 +24,41 @@ from omnicli.commands.common import (
     status,
 )
 
+if TYPE_CHECKING:
+    from omnicli.scaleout.merge import MergeReport
+
 
 def synth_merge(
-    shard_dirs: Annotated[list[Path], typer.Argument(metavar="SHARD_DIR", help="Folders written by `omni synth --shard I/N` (a shell glob such as out/shard-* is fine).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The merged folder: <utt>.wav (hard links where possible), results.jsonl, summary.json.", show_default=False)],
-    manifest: Annotated[Optional[Path], typer.Option("--manifest", "-m", help="The manifest the shards ran (default: the one their summary.json names; give it when the shards saw it under different paths).", show_default=False)] = None,
-    allow_outside_paths: Annotated[bool, typer.Option("--allow-outside-paths", help="As the shards' `omni synth --allow-outside-paths`.")] = False,
+    shard_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="SHARD_DIR",
+            help="Folders written by `omni synth --shard I/N` (a shell glob such as out/shard-* is fine).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The merged folder: <utt>.wav (hard links where possible), results.jsonl, summary.json.",
+            show_default=False,
+        ),
+    ],
+    manifest: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--manifest",
+            "-m",
+            help="The manifest the shards ran (default: the one their summary.json names; give it when the "
+                 "shards saw it under different paths).",
+            show_default=False,
+        ),
+    ] = None,
+    allow_outside_paths: Annotated[
+        bool, typer.Option("--allow-outside-paths", help="As the shards' `omni synth --allow-outside-paths`.")
+    ] = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
@@ -54,7 +83,9 @@ def synth_merge(
             report = merge_shards(shard_dirs, out, manifest=manifest, allow_outside_paths=allow_outside_paths)
     except OSError as exc:
         err_console.print(Text.assemble(("error:", "red"), f" cannot write to {out}: {exc}"))
-        err_console.print("what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False)
+        err_console.print(
+            "what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False
+        )
         raise typer.Exit(EXIT_OUTPUT_IO) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]: what was merged so far is consistent; merge again to finish")
@@ -63,18 +94,31 @@ def synth_merge(
         note(f"{out} is --out itself: not read as a shard")
     for reason in report.not_taken:
         err_console.print(Text.assemble(("not taken", "yellow"), f" {reason} (left pending)"))
+    assert report.summary is not None  # merge_shards sets it before it returns
     if report.foreign:
         note(f"{report.foreign} row(s) in the shard folders belong to no shard of {report.summary.manifest}: ignored")
     if len(report.profile_digests) > 1:
-        err_console.print(Text.assemble(("note:", "yellow"), f" the shards ran different profiles ({', '.join(report.profile_digests)}); summary.json records the first"))
+        err_console.print(
+            Text.assemble(
+                ("note:", "yellow"),
+                f" the shards ran different profiles ({', '.join(report.profile_digests)}); summary.json records "
+                "the first",
+            )
+        )
     if report.missing:
-        err_console.print(Text.assemble(("missing:", "yellow"), f" shard(s) {', '.join(f'{i}/{report.count}' for i in report.missing)}: their rows are pending"))
+        err_console.print(
+            Text.assemble(
+                ("missing:", "yellow"),
+                f" shard(s) {', '.join(f'{i}/{report.count}' for i in report.missing)}: their rows are pending",
+            )
+        )
     _print_report(report)
     raise typer.Exit(EXIT_OK if report.complete else EXIT_SOME_FAILED)
 
 
-def _print_report(report) -> None:
+def _print_report(report: MergeReport) -> None:
     summary = report.summary
+    assert summary is not None  # merge_shards sets it before it returns
     console.print(Text(f"omni synth-merge -> {report.out}"), highlight=False)
     table = Table(show_header=False)
     table.add_row("shards", f"{len(report.shards)} of {report.count}")

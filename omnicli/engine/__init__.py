@@ -4,12 +4,36 @@
 caller that only needs the request and result types should not pay for.
 """
 
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineLike, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from typing import TYPE_CHECKING
 
-__all__ = ["AudioChunk", "Engine", "EngineDead", "EngineError", "EngineLike", "EngineStats", "RequestFailed", "RequestInfo", "TTSRequest"]
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineLike,
+    EngineStats,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
+
+if TYPE_CHECKING:
+    from omnicli.engine.engine import Engine
+
+__all__ = [
+    "AudioChunk",
+    "Engine",
+    "EngineDead",
+    "EngineError",
+    "EngineLike",
+    "EngineStats",
+    "RequestFailed",
+    "RequestInfo",
+    "TTSRequest",
+]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name == "Engine":
         from omnicli.engine.engine import Engine
 

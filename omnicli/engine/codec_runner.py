@@ -59,7 +59,9 @@ class CodecRunner:
                 f"codec.layer_contexts needs {cfg.num_layers} entries >= 1 (one per codec layer), got {self.contexts}"
             )
         if num_slots < 1 or max_chunk_frames < 1:
-            raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
+            raise ValueError(
+                f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}"
+            )
         self.decoder = decoder
         self.backend = backend
         self.num_slots = num_slots
@@ -96,7 +98,13 @@ class CodecRunner:
         return self.capture_sizes[bisect.bisect_left(self.capture_sizes, rows)]
 
     @torch.no_grad()
-    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def execute(
+        self,
+        slots: Sequence[int],
+        chunks: Sequence[np.ndarray],
+        pad_to_frames: int = 0,
+        last: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """Decodes one chunk (frames, K) per slot; returns PCM per chunk (float32; float64 for a float64 decoder).
 
         `pad_to_frames` pads the step's frame dimension (a padded tail); the
@@ -118,7 +126,7 @@ class CodecRunner:
         q_pos = torch.tensor([self._pos[s] for s in slots], device=dev)[:, None] + offsets  # (rows, frames) absolute
 
         x = self.decoder.embed_codes(torch.from_numpy(codes).to(dev))
-        for li, layer in enumerate(self.decoder.layers):
+        for li, layer in enumerate(self.decoder.blocks):
             q, k, v = layer.split_qkv(x)
             self._write(li, slot_t, length_t, offsets, q_pos, k, v)
             if self.backend == "sdpa":
@@ -126,24 +134,31 @@ class CodecRunner:
             else:
                 attn = self._attend_slot(li, q, list(slots), q_pos)
             x = layer.finish(x, attn)
-        pcm = self.decoder.to_pcm(x)
-        if pcm.dtype != torch.float64:  # float64 stays exact for reference checks; the rest become float32
-            pcm = pcm.float()
-        pcm = pcm.cpu().numpy()
+        out = self.decoder.to_pcm(x)
+        if out.dtype != torch.float64:  # float64 stays exact for reference checks; the rest become float32
+            out = out.float()
+        pcm = out.cpu().numpy()
         for s, n in zip(slots, lengths):
             self._pos[s] += n
         return [pcm[i, : n * self.hop].copy() for i, n in enumerate(lengths)]
 
     def _check_step(self, slots: Sequence[int], lengths: list[int]) -> None:
         if not lengths or len(slots) != len(lengths):
-            raise ValueError(f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(lengths)} chunks")
+            raise ValueError(
+                f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(lengths)} chunks"
+            )
         if len(set(slots)) != len(slots) or not all(0 <= s < self.num_slots for s in slots):
             raise ValueError(f"slots of a step must be distinct and in 0..{self.num_slots - 1}, got {list(slots)}")
         bad = [n for n in lengths if not 1 <= n <= self.max_chunk_frames]
         if bad:
-            raise ValueError(f"chunks must have 1..{self.max_chunk_frames} frames (the rings are sized for that), got {bad}")
+            raise ValueError(
+                f"chunks must have 1..{self.max_chunk_frames} frames (the rings are sized for that), got {bad}"
+            )
 
-    def _write(self, li, slot_t, length_t, offsets, q_pos, k, v) -> None:
+    def _write(
+        self, li: int, slot_t: torch.Tensor, length_t: torch.Tensor, offsets: torch.Tensor, q_pos: torch.Tensor,
+        k: torch.Tensor, v: torch.Tensor,
+    ) -> None:
         """Writes every real frame's key/value into its slot's ring (only the last `ring` of a longer chunk)."""
         ring = self.ring_sizes[li]
         n_real = len(slot_t)
@@ -155,7 +170,7 @@ class CodecRunner:
         self.v[li][slot, :, idx] = v[:n_real][row, :, col]
         self.kpos[li][slot, idx] = pos
 
-    def _attend_sdpa(self, li, q, slot_t, q_pos):
+    def _attend_sdpa(self, li: int, q: torch.Tensor, slot_t: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
         """Gathers one position-ordered buffer per row from its slot's ring, then `window_attention`."""
         ctx, ring = self.contexts[li], self.ring_sizes[li]
         n_real, frames = q_pos.shape
@@ -176,7 +191,7 @@ class CodecRunner:
         out = window_attention(q.transpose(1, 2), k_buf, v_buf, valid, ctx)
         return out.transpose(1, 2)
 
-    def _attend_slot(self, li, q, slots: list[int], q_pos):
+    def _attend_slot(self, li: int, q: torch.Tensor, slots: list[int], q_pos: torch.Tensor) -> torch.Tensor:
         """Attends on the slot rings in place, one SDPA call per run of consecutive slots."""
         ctx = self.contexts[li]
         out = torch.zeros_like(q)  # capture padding rows stay zero
@@ -222,5 +237,6 @@ def _check_backend(backend: str, device: torch.device) -> None:
         )
     if backend == "triton":
         raise ValueError(
-            "codec_attention_backend 'triton': the Triton ring-attention kernel is not part of this build; use 'sdpa' or 'slot'"
+            "codec_attention_backend 'triton': the Triton ring-attention kernel is not part of this build; use "
+            "'sdpa' or 'slot'"
         )

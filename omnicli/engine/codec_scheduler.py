@@ -107,7 +107,9 @@ class CodecScheduler:
 
     @classmethod
     def from_config(cls, cfg: CodecStageConfig) -> CodecScheduler:
-        return cls(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms)
+        return cls(
+            cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.generation_min_batch_size, cfg.generation_max_wait_ms
+        )
 
     # -- events ------------------------------------------------------------
     def open(self, request_id: str) -> None:

@@ -34,6 +34,7 @@ from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import Chunk, CodecScheduler, Row
 
 if TYPE_CHECKING:
+    from omnicli.engine.windowed import WindowedRunner
     from omnicli.profile.schema import CodecStageConfig
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ FIXED_POLL_S = 0.001  # the `fixed` policy's polling period inside a window
 FIXED_IDLE_POLL_S = 0.05  # ... and when idle (an arrival wakes it anyway; this only bounds the wake-ups)
 
 _OPEN, _CHUNK, _CANCEL, _STOP = "open", "chunk", "cancel", "stop"
+# What the engine posts: (kind, request id) for open/cancel, (_CHUNK, Chunk), (_STOP, None).
+Event = tuple[str, "str | Chunk | None"]
 _NO_AUDIO = np.zeros(0, np.float32)
 
 
@@ -58,7 +61,7 @@ class Wait:
 class CodecStage:
     def __init__(
         self,
-        runner: CodecRunner,
+        runner: CodecRunner | WindowedRunner,
         scheduler: CodecScheduler,
         deliver: Deliver,
         *,
@@ -67,7 +70,7 @@ class CodecStage:
         pad_tail_frames: int = 0,
         clock: Callable[[], float] = time.perf_counter,
         poll_s: float = FIXED_POLL_S,
-    ):
+    ) -> None:
         self.runner = runner
         self.scheduler = scheduler
         self._deliver = deliver
@@ -76,7 +79,7 @@ class CodecStage:
         self._pad_tail_frames = pad_tail_frames
         self._clock = clock
         self._poll_s = poll_s
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="omni-codec-stage", daemon=True)
         self.steps = 0
@@ -87,7 +90,9 @@ class CodecStage:
         self.failure: BaseException | None = None
 
     @classmethod
-    def from_config(cls, runner: CodecRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig) -> CodecStage:
+    def from_config(
+        cls, runner: CodecRunner | WindowedRunner, scheduler: CodecScheduler, deliver: Deliver, cfg: CodecStageConfig
+    ) -> CodecStage:
         """The stage as the profile's codec section sets it up (validated there, not here)."""
         return cls(
             runner,
@@ -154,7 +159,7 @@ class CodecStage:
     def _wait(self, wait: Wait) -> None:
         if wait.seconds == 0:
             return
-        if not wait.on_inbox:
+        if not wait.on_inbox and wait.seconds is not None:  # a sleep always has a length
             time.sleep(wait.seconds)
             return
         try:
@@ -169,16 +174,17 @@ class CodecStage:
             except queue.Empty:
                 return
 
-    def _apply(self, event) -> None:
+    def _apply(self, event: Event) -> None:
         kind, payload = event
         if kind == _STOP:
             self._stopping = True
-        elif kind == _OPEN:
-            self.scheduler.open(payload)
-        elif kind == _CHUNK:
+        elif isinstance(payload, Chunk):  # _CHUNK
             self.scheduler.add_chunk(payload)  # stale chunks of ended requests are dropped
-        elif kind == _CANCEL:
-            self.scheduler.cancel(payload)  # a freed slot is reset when the next plan names it
+        elif isinstance(payload, str):
+            if kind == _OPEN:
+                self.scheduler.open(payload)
+            elif kind == _CANCEL:
+                self.scheduler.cancel(payload)  # a freed slot is reset when the next plan names it
 
     def _execute(self, rows: list[Row]) -> None:
         try:
@@ -192,7 +198,12 @@ class CodecStage:
             # rewritten with the same positions by the re-run; windowed runner:
             # it commits slot state only after the whole step succeeded), so
             # the others lose nothing.
-            log.warning("codec step of %d rows failed (%s: %s); re-running its rows one at a time", len(rows), type(exc).__name__, exc)
+            log.warning(
+                "codec step of %d rows failed (%s: %s); re-running its rows one at a time",
+                len(rows),
+                type(exc).__name__,
+                exc,
+            )
             for row in rows:
                 try:
                     self._run_step([row])

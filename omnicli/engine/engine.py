@@ -10,9 +10,9 @@ the codec stage; the codec thread hands PCM back through the
 `OutputRouter` into a per-request queue of typed values, which `generate`
 turns into AudioChunks, `RequestFailed` (this request only) or
 `EngineDead` (the engine as a whole). The engine classifies every failure
-itself: callers never need `fault()`, a pure query. One watchdog task
-declares the engine dead when a stage dies or no request in flight got
-output for `stage_timeout_s`. Nothing outside this package touches the
+itself, so callers need not ask: one watchdog task declares the engine dead
+when `fault()` (a pure query) names a dead stage or no request in flight
+got output for `stage_timeout_s`. Nothing outside this package touches the
 stages.
 """
 
@@ -38,25 +38,39 @@ from omnicli.engine.memory import check_kv_cache_fits, check_talker_fits
 from omnicli.engine.models import load_model
 from omnicli.engine.outputs import Dead, Failed, OutputRouter
 from omnicli.engine.ref_cache import ReferenceCache
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineStats,
+    FinishReason,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
 from omnicli.engine.talker import Talker
-from omnicli.engine.windowed import WindowChunker, WindowedRunner
+from omnicli.engine.windowed import WindowChunker, WindowCodec, WindowedRunner
 
 if TYPE_CHECKING:
     from omnicli.engine.models.base import ModelAdapter
+    from omnicli.engine.outputs import Output
     from omnicli.profile import ResolvedProfile
+    from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
 
 log = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.5  # how often the watchdog checks that both stages are alive and making progress
 
 
-def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
+def _codec_runner(
+    adapter: ModelAdapter, cfg: CodecStageConfig, max_chunk_frames: int, device: str
+) -> CodecRunner | WindowedRunner:
     """Ring-cache runner for streaming-transformer codecs; windowed runner for stateless ones (SNAC, NeuCodec)."""
-    if adapter.windowed:
-        return WindowedRunner(adapter.codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
+    codec = adapter.codec
+    if isinstance(codec, WindowCodec):
+        return WindowedRunner(codec, cfg.max_num_seqs, max_chunk_frames=max_chunk_frames, device=device)
     return CodecRunner(
-        adapter.codec.decoder,
+        codec.decoder,
         cfg.max_num_seqs,
         max_chunk_frames=max_chunk_frames,
         ring_headroom=cfg.codec_ring_headroom,
@@ -67,15 +81,30 @@ def _codec_runner(adapter, cfg, max_chunk_frames: int, device: str):
     )
 
 
-def _chunker(adapter, cfg) -> Chunker:
+def _chunker(adapter: ModelAdapter, cfg: CodecStageConfig) -> Chunker:
     """Windowed families' chunks carry their codec's look-ahead frames."""
-    if adapter.windowed:
-        return WindowChunker(adapter.num_codebooks, cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, cfg.codec_chunk_ramp,
-                             lookahead=adapter.codec.lookahead)
+    codec = adapter.codec
+    if isinstance(codec, WindowCodec):
+        return WindowChunker(
+            adapter.num_codebooks,
+            cfg.initial_codec_chunk_frames,
+            cfg.codec_chunk_frames,
+            cfg.codec_chunk_ramp,
+            lookahead=codec.lookahead,
+        )
     return Chunker.from_config(adapter.num_codebooks, cfg)
 
 
-def _talker_folder(profile) -> Path | None:
+def _finish_reason(reason: str | None) -> FinishReason | None:
+    """vLLM's finish reason as a request's; None when vLLM ended it otherwise (aborted, cut short)."""
+    if reason == "stop":
+        return "stop"
+    if reason == "length":
+        return "length"
+    return None
+
+
+def _talker_folder(profile: Profile) -> Path | None:
     """The talker checkpoint folder of a family that reads one from disk (CheckpointMissing if absent)."""
     from omnicli.engine.models.checkpoints import locate
     from omnicli.families import get_family
@@ -84,16 +113,21 @@ def _talker_folder(profile) -> Path | None:
     return None if spec is None else locate(spec, profile.model_path, profile.model)
 
 
-def _check_talker_fits(folder: Path, talker_cfg, platform: str) -> None:
-    check_talker_fits(folder / "config.json", talker_cfg.dtype, platform, kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
-                      gpu_memory_utilization=talker_cfg.gpu_memory_utilization)
+def _check_talker_fits(folder: Path, talker_cfg: TalkerConfig, platform: str) -> None:
+    check_talker_fits(
+        folder / "config.json",
+        talker_cfg.dtype,
+        platform,
+        kv_cache_space_gb=talker_cfg.kv_cache_space_gb,
+        gpu_memory_utilization=talker_cfg.gpu_memory_utilization,
+    )
 
 
 class Engine:
     def __init__(
         self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
         pool: ThreadPoolExecutor, outputs: OutputRouter,
-    ):
+    ) -> None:
         self.resolved = resolved
         self.profile = resolved.profile
         self.adapter = adapter
@@ -103,11 +137,11 @@ class Engine:
         self._pool = pool
         self._loop = asyncio.get_running_loop()
         self._outputs = outputs
-        self._encoding: dict[str, asyncio.Future] = {}  # reference key -> encoding in progress
+        self._encoding: dict[str, asyncio.Future[np.ndarray]] = {}  # reference key -> encoding in progress
         self._ids = itertools.count()
         self._closed = False
         self._dead: str | None = None  # why the engine stopped serving; set once, by _die
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._warned_voice = False
         self.sample_rate = adapter.sample_rate
         self.channels = adapter.channels
@@ -137,16 +171,25 @@ class Engine:
                 profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
                 codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
-            chunk_sizes = [cfg.initial_codec_chunk_frames, cfg.codec_chunk_frames, *(cfg.codec_chunk_ramp or [])]
-            runner = _codec_runner(adapter, cfg, max(chunk_sizes), device)
-            refs = ReferenceCache(adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples)
+            # The largest chunk a request's Chunker emits (look-ahead frames not included: a windowed runner adds them).
+            max_chunk = Chunker.from_config(adapter.num_codebooks, cfg).max_chunk_frames
+            runner = _codec_runner(adapter, cfg, max_chunk, device)
+            refs = ReferenceCache(
+                adapter.codec.encoder, adapter.ref_sample_rate or adapter.sample_rate, adapter.max_ref_samples
+            )
             outputs = OutputRouter(loop)
             codec = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), outputs.from_stage, cfg)
             talker_cfg = profile.talker.model_copy(update=adapter.sampling_overrides())
             if talker_dir is None:
                 _check_talker_fits(Path(adapter.talker_path), profile.talker, resolved.platform)
-            talker = await Talker.start(str(adapter.talker_path), adapter.allowed_token_ids(), talker_cfg, platform=resolved.platform,
-                                        seed=profile.seed, stop_token_ids=adapter.stop_token_ids())
+            talker = await Talker.start(
+                str(adapter.talker_path),
+                adapter.allowed_token_ids(),
+                talker_cfg,
+                platform=resolved.platform,
+                seed=profile.seed,
+                stop_token_ids=adapter.stop_token_ids(),
+            )
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
             codec.start()
             engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
@@ -178,7 +221,7 @@ class Engine:
     async def __aenter__(self) -> Engine:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -- requests --------------------------------------------------------------
@@ -203,7 +246,11 @@ class Engine:
         info.finish_reason = "length" if cap < target else "stop"
         info.prompt_tokens = len(prompt)
         if len(prompt) + max_tokens > limit:
-            raise RequestFailed(request.request_id, f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}", info)
+            raise RequestFailed(
+                request.request_id,
+                f"prompt ({len(prompt)} tokens) plus audio ({max_tokens} tokens) exceeds talker.max_model_len={limit}",
+                info,
+            )
 
         if self._dead is not None:  # it died while this request encoded its reference
             raise EngineDead(self._dead)
@@ -277,15 +324,17 @@ class Engine:
                     info.codec_frames += len(frames)
                     for chunk in chunker.feed(frames):
                         self.codec.submit(rid, chunk, False)
-            if finish not in ("length", "stop"):  # cut short: its audio is truncated, not finished
+            done = _finish_reason(finish)
+            if done is None:  # cut short: its audio is truncated, not finished
                 if finish == "abort":  # we never abort a request whose pump runs: vLLM is shutting down
                     self._die("the talker (vLLM engine core) aborted its requests: it is shutting down")
                     return
-                reason = f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of {max_tokens} tokens)"
+                reason = (f"talker ended the request early (finish_reason={finish}, {info.talker_tokens} of"
+                          f" {max_tokens} tokens)")
                 self._outputs.put(rid, Failed(reason))
                 return
             if by_stop_token:  # the talker says whether the stop token or the cap ended it
-                info.finish_reason = finish
+                info.finish_reason = done
             self.codec.submit(rid, chunker.flush(), True)
         except asyncio.CancelledError:
             raise
@@ -295,7 +344,9 @@ class Engine:
             else:  # the talker failed this request only
                 self._outputs.put(rid, Failed(f"talker failed: {type(exc).__name__}: {exc}"))
 
-    async def _drain(self, request_id: str, outputs: asyncio.Queue, info: RequestInfo) -> AsyncIterator[AudioChunk]:
+    async def _drain(
+        self, request_id: str, outputs: asyncio.Queue[Output], info: RequestInfo
+    ) -> AsyncIterator[AudioChunk]:
         while True:
             value = await outputs.get()
             if isinstance(value, Dead):
@@ -335,7 +386,7 @@ class Engine:
         """The one watchdog: declares the engine dead when a stage died or hung."""
         while True:  # until close() cancels it
             await asyncio.sleep(WATCHDOG_PERIOD_S)
-            if self._dead is None and (reason := self._stage_down() or self._stalled()):
+            if self._dead is None and (reason := self.fault() or self._stalled()):
                 self._die(reason)
 
     def _die(self, reason: str) -> None:

@@ -88,6 +88,7 @@ def check_talker_fits(config_path: Path, dtype: str, platform: str, *, kv_cache_
         raise EngineError(f"{config_path}: {exc}; the config is damaged") from None
     name = dtype if dtype != "auto" else str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     weights = params * _DTYPE_BYTES.get(name, 2)
+    budget: float | None  # bytes vLLM may use; None: unknown (no GPU found), nothing to check
     if platform == "cpu":
         memory = machine_memory_bytes() if memory_bytes is None else memory_bytes
         where, budget = "this machine has", memory
@@ -100,7 +101,8 @@ def check_talker_fits(config_path: Path, dtype: str, platform: str, *, kv_cache_
         return
     kv = f" plus talker.kv_cache_space_gb={kv_cache_space_gb:g} GiB" if extra else ""
     raise EngineError(
-        f"{config_path}: the talker has about {params / 1e9:.3g} billion parameters ({weights / GiB:.1f} GiB in {name}){kv}, "
+        f"{config_path}: the talker has about {params / 1e9:.3g} billion parameters ({weights / GiB:.1f} GiB in "
+        f"{name}){kv}, "
         f"but {where} {budget / GiB:.1f} GiB; use a smaller checkpoint or a machine with more memory"
     )
 

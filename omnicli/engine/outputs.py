@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,7 @@ Output = Audio | Failed | Dead
 class OutputRouter:
     """Request id -> its queue; values may come from any thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock=time.perf_counter):
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], float] = time.perf_counter) -> None:
         self._loop = loop
         self._clock = clock
         self._queues: dict[str, asyncio.Queue[Output]] = {}

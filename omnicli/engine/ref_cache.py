@@ -13,12 +13,13 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
+from torch import nn
 
 from omnicli.audio import resample, to_mono
 
 
 class ReferenceCache:
-    def __init__(self, encoder, sample_rate: int, max_samples: int, capacity: int = 1024):
+    def __init__(self, encoder: nn.Module, sample_rate: int, max_samples: int, capacity: int = 1024) -> None:
         self._encoder = encoder
         self._sample_rate = sample_rate
         self._max_samples = max_samples

@@ -67,9 +67,6 @@ class RequestInfo:
     hit_cap: bool = False  # the talker stopped at the request's max_new_tokens cap (finish_reason "length")
     stages: dict = field(default_factory=dict)  # per-stage figures of engines that report them (vLLM-Omni)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 @dataclass
 class AudioChunk:

@@ -11,13 +11,21 @@ import gc
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from omnicli.engine.busy import BusyClock
 from omnicli.engine.request import EngineError
 from omnicli.orphans import OrphanGuard
 from omnicli.quiet import quiet_vllm
+
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from omnicli.profile.schema import TalkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +41,7 @@ class TalkerDelta:
 
 
 @contextlib.contextmanager
-def _env(values: dict[str, str]):
+def _env(values: dict[str, str]) -> Iterator[None]:
     """Sets environment variables for the engine-core process we spawn, then restores them."""
     old = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
@@ -47,7 +55,7 @@ def _env(values: dict[str, str]):
                 os.environ[k] = v
 
 
-def _make_async_llm(args, platform: str):
+def _make_async_llm(args: AsyncEngineArgs, platform: str) -> AsyncLLM:
     """AsyncLLM with its engine core in its own process.
 
     On CPU, vLLM would also put the model worker in a third process (its
@@ -75,8 +83,10 @@ def _make_async_llm(args, platform: str):
 
 
 class Talker:
-    def __init__(self, llm, allowed_token_ids: list[int], cfg, stop_token_ids: list[int] | None = None):
-        self._llm = llm
+    def __init__(
+        self, llm: AsyncLLM, allowed_token_ids: list[int], cfg: TalkerConfig, stop_token_ids: list[int] | None = None
+    ):
+        self._llm: AsyncLLM | None = llm
         self._allowed = allowed_token_ids
         self._stop = list(stop_token_ids or [])
         self._cfg = cfg
@@ -85,13 +95,13 @@ class Talker:
         self._guard: OrphanGuard | None = None
 
     @classmethod
-    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg, *, platform: str, seed: int,
+    async def start(cls, model_path: str, allowed_token_ids: list[int], cfg: TalkerConfig, *, platform: str, seed: int,
                     stop_token_ids: list[int] | None = None) -> Talker:
         """Starts vLLM's engine for `model_path` with the profile's talker section `cfg`."""
         quiet_vllm()  # before vLLM's first import
         from vllm.engine.arg_utils import AsyncEngineArgs
 
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(  # AsyncEngineArgs' keyword arguments
             model=model_path,
             trust_remote_code=False,  # never the checkpoint folder's own code (transformers would ask on stdin)
             skip_tokenizer_init=True,
@@ -145,7 +155,7 @@ class Talker:
         talker._guard = guard
         return talker
 
-    def _sampling_params(self, max_tokens: int, seed: int | None):
+    def _sampling_params(self, max_tokens: int, seed: int | None) -> SamplingParams:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -165,11 +175,15 @@ class Talker:
             output_kind=RequestOutputKind.DELTA,
         )
 
-    async def generate(self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None) -> AsyncIterator[TalkerDelta]:
-        params = self._sampling_params(max_tokens, seed)
+    async def generate(
+        self, request_id: str, prompt: list[int], max_tokens: int, seed: int | None
+    ) -> AsyncIterator[TalkerDelta]:
+        if self._llm is None:
+            raise EngineError("the talker is shut down")
+        llm, params = self._llm, self._sampling_params(max_tokens, seed)
         self.busy.enter()
         try:
-            async for out in self._llm.generate({"prompt_token_ids": prompt}, params, request_id=request_id):
+            async for out in llm.generate({"prompt_token_ids": prompt}, params, request_id=request_id):
                 completion = out.outputs[0]
                 ids = list(completion.token_ids)
                 self.tokens_generated += len(ids)
@@ -181,7 +195,7 @@ class Talker:
         return self.busy.seconds()
 
     def errored(self) -> bool:
-        return self._llm is None or bool(getattr(self._llm, "errored", False))
+        return self._llm is None or self._llm.errored
 
     def shutdown(self) -> None:
         llm, self._llm = self._llm, None
@@ -191,7 +205,7 @@ class Talker:
             llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
         # AsyncLLM.__del__ calls shutdown() again, which fails noisily when it
         # runs during interpreter teardown; it has nothing left to do.
-        llm.shutdown = lambda *_args, **_kwargs: None
+        llm.shutdown = lambda *_args, **_kwargs: None  # type: ignore[method-assign]  # vLLM's own method, disarmed
         del llm
         gc.collect()
         if self._guard is not None:

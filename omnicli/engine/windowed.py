@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 from omnicli.engine.chunker import Chunker
 
@@ -28,7 +29,10 @@ from omnicli.engine.chunker import Chunker
 class WindowChunker(Chunker):
     """A Chunker whose chunks carry `lookahead` extra frames (also the start of the next chunk)."""
 
-    def __init__(self, num_codebooks: int, initial_frames: int, chunk_frames: int, ramp=None, *, lookahead: int = 0):
+    def __init__(
+        self, num_codebooks: int, initial_frames: int, chunk_frames: int, ramp: Sequence[int] | None = None, *,
+        lookahead: int = 0,
+    ):
         super().__init__(num_codebooks, initial_frames, chunk_frames, ramp)
         if lookahead < 0:
             raise ValueError(f"lookahead must be >= 0, got {lookahead}")
@@ -48,16 +52,21 @@ class WindowChunker(Chunker):
         return out
 
 
-class WindowCodec:
-    """What a windowed codec offers the runner (see omnicli.engine.models.snac_codec)."""
+class WindowCodec(nn.Module):
+    """What a windowed codec offers the runner and the engine (see omnicli.engine.models.snac_codec)."""
 
     hop: int  # output samples per frame
     num_codebooks: int  # code columns per frame
     lookback: int
     lookahead: int
     overlap: int
+    sample_rate: int  # of the decoded audio
+    encoder: nn.Module  # reference PCM (1-D tensor) -> codes (n, num_codebooks): what the reference cache calls
 
     def decode_frames(self, codes: torch.Tensor) -> torch.Tensor:  # (B, n, K) -> (B, n * hop)
+        raise NotImplementedError
+
+    def encode_frames(self, pcm: np.ndarray) -> np.ndarray:  # reference PCM -> codes (n, K)
         raise NotImplementedError
 
 
@@ -66,9 +75,14 @@ class WindowedRunner:
 
     def __init__(self, codec: WindowCodec, num_slots: int, *, max_chunk_frames: int, device: str = "cpu"):
         if num_slots < 1 or max_chunk_frames < 1:
-            raise ValueError(f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}")
+            raise ValueError(
+                f"need at least one slot and max_chunk_frames >= 1, got {num_slots} and {max_chunk_frames}"
+            )
         if codec.overlap > codec.lookahead:
-            raise ValueError(f"overlap ({codec.overlap}) cannot exceed lookahead ({codec.lookahead}): it cross-fades look-ahead audio")
+            raise ValueError(
+                f"overlap ({codec.overlap}) cannot exceed lookahead ({codec.lookahead}): it cross-fades "
+                "look-ahead audio"
+            )
         self.codec = codec
         self.num_slots = num_slots
         self.max_chunk_frames = max_chunk_frames + codec.lookahead
@@ -93,7 +107,13 @@ class WindowedRunner:
         return rows
 
     @torch.no_grad()
-    def execute(self, slots: Sequence[int], chunks: Sequence[np.ndarray], pad_to_frames: int = 0, last: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def execute(
+        self,
+        slots: Sequence[int],
+        chunks: Sequence[np.ndarray],
+        pad_to_frames: int = 0,
+        last: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """One chunk (frames incl. look-ahead unless last, K) per slot -> PCM of its new frames.
 
         A step that raises changes no slot: every row's output and new slot
@@ -117,12 +137,14 @@ class WindowedRunner:
             a, n = starts[i] * self.hop, news[i] * self.hop
             audio = pcm[i][a : a + n].astype(np.float32, copy=True)
             tail = self._tail[slot]
-            if tail is not None and len(tail) and len(audio):
+            if tail is not None and len(tail) and len(audio) and self._fade_in is not None:  # a tail implies a fade
                 m = min(len(tail), len(audio))
                 w = self._fade_in[:m]
                 audio[:m] = tail[:m] * (1 - w) + audio[:m] * w
             next_tail = None if is_last or not fade else pcm[i][a + n : a + n + fade].astype(np.float32, copy=True)
-            history = np.concatenate([self._history[slot], np.asarray(chunk[: news[i]], np.int64)])[-max(c.lookback, 1) :]
+            history = np.concatenate([self._history[slot], np.asarray(chunk[: news[i]], np.int64)])[
+                -max(c.lookback, 1) :
+            ]
             updates.append((slot, next_tail, history, news[i]))
             out.append(audio)
         for slot, next_tail, history, new in updates:  # nothing above raised: commit
@@ -132,7 +154,7 @@ class WindowedRunner:
         return out
 
     def _decode_grouped(self, windows: list[np.ndarray]) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(windows)
+        out: dict[int, np.ndarray] = {}
         by_len: dict[int, list[int]] = {}
         for i, w in enumerate(windows):
             by_len.setdefault(len(w), []).append(i)
@@ -141,14 +163,18 @@ class WindowedRunner:
             pcm = self.codec.decode_frames(codes).float().cpu().numpy()
             for j, i in enumerate(rows):
                 out[i] = pcm[j]
-        return out  # type: ignore[return-value]
+        return [out[i] for i in range(len(windows))]
 
-    def _check_step(self, slots, chunks, last) -> None:
+    def _check_step(self, slots: Sequence[int], chunks: Sequence[np.ndarray], last: list[bool]) -> None:
         if not chunks or len(slots) != len(chunks) or len(last) != len(chunks):
-            raise ValueError(f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(chunks)} chunks")
+            raise ValueError(
+                f"a step needs one slot per chunk and at least one chunk, got {len(slots)} slots, {len(chunks)} chunks"
+            )
         if len(set(slots)) != len(slots) or not all(0 <= s < self.num_slots for s in slots):
             raise ValueError(f"slots of a step must be distinct and in 0..{self.num_slots - 1}, got {list(slots)}")
         for chunk, is_last in zip(chunks, last):
             need = 1 if is_last else self.codec.lookahead + 1
             if not need <= len(chunk) <= self.max_chunk_frames:
-                raise ValueError(f"chunks must have {need}..{self.max_chunk_frames} frames (look-ahead included), got {len(chunk)}")
+                raise ValueError(
+                    f"chunks must have {need}..{self.max_chunk_frames} frames (look-ahead included), got {len(chunk)}"
+                )

@@ -11,7 +11,11 @@ import torch
 
 from omnicli.engine.windowed import WindowChunker, WindowCodec, WindowedRunner
 
-TEXTS = ("Hello there, how are you today?", "A large size in stockings is hard to sell.", "Numbers 1, 2 and 3; symbols & punctuation!")
+TEXTS = (
+    "Hello there, how are you today?",
+    "A large size in stockings is hard to sell.",
+    "Numbers 1, 2 and 3; symbols & punctuation!",
+)
 # Streaming vs full-sequence decode: the bound a windowed scheme must stay within, relative to the full decode's peak.
 STREAM_REL_BOUND = 0.10
 
@@ -61,7 +65,9 @@ def full_decode(codec: WindowCodec, codes: np.ndarray) -> np.ndarray:
         return codec.decode_frames(torch.from_numpy(np.asarray(codes, np.int64))[None]).float().cpu().numpy()[0]
 
 
-def stream_decode(codec: WindowCodec, codes: np.ndarray, sizes: Sequence[int], slot_runner: WindowedRunner | None = None) -> np.ndarray:
+def stream_decode(
+    codec: WindowCodec, codes: np.ndarray, sizes: Sequence[int], slot_runner: WindowedRunner | None = None
+) -> np.ndarray:
     """Streams `codes` through a runner in chunks of `sizes` (then the last size repeated)."""
     runner = slot_runner or WindowedRunner(codec, 1, max_chunk_frames=max(sizes))
     chunker = WindowChunker(codec.num_codebooks, sizes[0], sizes[-1], list(sizes), lookahead=codec.lookahead)

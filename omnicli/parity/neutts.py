@@ -20,17 +20,33 @@ import importlib.util
 import re
 import sys
 import types
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from omnicli.engine.models import neutts
 from omnicli.engine.windowed import WindowedRunner
-from omnicli.parity.common import TEXTS, Check, boundary_jumps, full_decode, max_abs, run_checks, stream_batched, stream_decode, verdict
+from omnicli.parity.common import (
+    TEXTS,
+    Check,
+    boundary_jumps,
+    full_decode,
+    max_abs,
+    run_checks,
+    stream_batched,
+    stream_decode,
+    verdict,
+)
+
+if TYPE_CHECKING:
+    from transformers import NeuCodecModel
+
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
 
 REF_TEXT = "The birch canoe slid on the smooth planks."
 # Our streaming may differ from the full decode by at most this multiple of the reference scheme's difference.
@@ -40,7 +56,7 @@ STREAM_SLACK = 1.25
 class _CodecShim:
     """What the reference calls on its codec (`decode_code`, `.device`), backed by transformers' NeuCodecModel."""
 
-    def __init__(self, model):
+    def __init__(self, model: NeuCodecModel) -> None:
         self.model = model
         self.device = torch.device("cpu")
 
@@ -51,30 +67,32 @@ class _CodecShim:
 class _TokenStream:
     """Stands in for the llama.cpp backbone of `_infer_stream_ggml`: streams fixed speech tokens."""
 
-    def __init__(self, codes):
+    def __init__(self, codes: Iterable[int]) -> None:
         self.codes = [int(c) for c in codes]
 
-    def reset(self):
+    def reset(self) -> None:
         pass
 
-    def __call__(self, prompt, **kwargs):
+    def __call__(self, prompt: object, **kwargs: object) -> Iterator[dict[str, list[dict[str, str]]]]:
         return iter([{"choices": [{"text": neutts.speech_token(c)}]} for c in self.codes])
 
 
-def reference_module():
+def reference_module() -> types.ModuleType | None:
     """The reference `neutts.neutts` module, or None when the `neutts` package is not installed."""
     if importlib.util.find_spec("neutts") is None:
         return None
     if "neucodec" not in sys.modules and importlib.util.find_spec("neucodec") is None:
         stub = types.ModuleType("neucodec")
-        stub.NeuCodec = stub.DistillNeuCodec = None  # never called by the checks
+        stub.NeuCodec = stub.DistillNeuCodec = None  # type: ignore[attr-defined]  # a stand-in: never called
         sys.modules["neucodec"] = stub
     if "librosa" not in sys.modules and importlib.util.find_spec("librosa") is None:
         sys.modules["librosa"] = types.ModuleType("librosa")  # only encode_reference (unused here) needs it
     return importlib.import_module("neutts.neutts")
 
 
-def reference_instance(module, talker: Path, codec_model, language: str = neutts.LANGUAGE):
+def reference_instance(
+    module: types.ModuleType, talker: Path, codec_model: NeuCodecModel, language: str = neutts.LANGUAGE
+) -> Any:  # a neutts.NeuTTS (an untyped package)
     """A NeuTTS object with the reference's own phonemizer, the checkpoint's tokenizer and our codec model."""
     from transformers import AutoTokenizer
 
@@ -92,7 +110,7 @@ def reference_instance(module, talker: Path, codec_model, language: str = neutts
     return ref
 
 
-def reference_stream(ref, codes: np.ndarray) -> np.ndarray:
+def reference_stream(ref: Any, codes: np.ndarray) -> np.ndarray:
     """The reference's streaming decode of `codes` (no reference codes before them)."""
     ref.backbone = _TokenStream(codes.reshape(-1))
     with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
@@ -109,16 +127,17 @@ class Setup:
     """What the checks share; `rng` is drawn from in check order, so the list's order is part of the result."""
 
     adapter: neutts.NeuTTSAdapter
-    codec: Any  # NeuCodecCodec
+    codec: NeuCodecCodec
     rng: np.random.Generator
-    ref: Any  # the reference NeuTTS object, None when the package is not installed
+    ref: Any  # the reference neutts.NeuTTS object (untyped package), None when it is not installed
     ref_codes: np.ndarray  # a random reference's codes for the prompt checks
     codes: np.ndarray  # N_FRAMES random codes the decode checks use
 
     @classmethod
     def open(cls, checkpoint: Path, seed: int) -> Setup:
         talker, codec_dir = checkpoint / "talker", checkpoint / "codec"
-        adapter = neutts.NeuTTSAdapter(talker, codec_dir)  # before the reference: it points phonemizer at its own espeak-ng
+        # Before the reference: the adapter points phonemizer at its own espeak-ng.
+        adapter = neutts.NeuTTSAdapter(talker, codec_dir)
         rng = np.random.default_rng(seed)
         module = reference_module()
         ref = reference_instance(module, talker, adapter.codec.model) if module is not None else None
@@ -145,7 +164,8 @@ class Setup:
 
     @property
     def compared(self) -> int:
-        """Samples of the non-final chunks: the reference starts its last chunk one frame early, so comparisons stop before it."""
+        """Samples of the non-final chunks: the reference starts its last chunk one frame early, so comparisons
+        stop before it."""
         return (N_FRAMES - neutts.LOOKAHEAD_FRAMES) // neutts.CHUNK_FRAMES * neutts.CHUNK_FRAMES * self.codec.hop
 
     @cached_property
@@ -156,9 +176,16 @@ class Setup:
 def check_phonemes_and_prompt(s: Setup) -> list[Check]:
     """Phonemes and prompt ids, against the reference's phonemizer and prompt builder."""
     if s.ref is None:
-        return [Check("phonemes vs neutts", "skipped", "-", MISSING), Check("prompt ids vs neutts", "skipped", "-", MISSING)]
+        return [
+            Check("phonemes vs neutts", "skipped", "-", MISSING),
+            Check("prompt ids vs neutts", "skipped", "-", MISSING),
+        ]
     texts = [REF_TEXT, *TEXTS]
-    bad = [f"{t!r}: ours {s.adapter.phonemize(t)!r} theirs {s.ref._to_phones(t)!r}" for t in texts if s.adapter.phonemize(t) != s.ref._to_phones(t)]
+    bad = [
+        f"{t!r}: ours {s.adapter.phonemize(t)!r} theirs {s.ref._to_phones(t)!r}"
+        for t in texts
+        if s.adapter.phonemize(t) != s.ref._to_phones(t)
+    ]
     checks = [Check("phonemes vs neutts (its bundled espeak-ng)", verdict(not bad),
                     f"{len(texts) - len(bad)}/{len(texts)} phoneme strings identical", "; ".join(bad))]
     bad = []
@@ -168,13 +195,17 @@ def check_phonemes_and_prompt(s: Setup) -> list[Check]:
         if ours != theirs:
             bad.append(f"{text!r}: ours {ours[:12]}... theirs {theirs[:12]}...")
     same = len(TEXTS) - len(bad)
-    checks.append(Check("prompt ids vs neutts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad)))
+    checks.append(
+        Check("prompt ids vs neutts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad))
+    )
     return checks
 
 
 def check_token_codes(s: Setup) -> list[Check]:
     """Token <-> code mapping, against the reference's parser of the generated text."""
-    ours = s.adapter.tokens_to_codes(np.asarray(s.adapter.keep_tokens([*s.tokens.tolist(), s.adapter.stop_token_ids()[0]])))
+    ours = s.adapter.tokens_to_codes(
+        np.asarray(s.adapter.keep_tokens([*s.tokens.tolist(), s.adapter.stop_token_ids()[0]]))
+    )
     theirs = np.array([int(n) for n in re.findall(r"<\|speech_(\d+)\|>", s.token_text)]).reshape(-1, 1)
     n_same = int((theirs == ours).sum()) if theirs.shape == ours.shape else 0
     ok = n_same == s.codes.size and np.array_equal(ours, s.codes)
@@ -217,7 +248,9 @@ def check_stream_vs_full(s: Setup) -> list[Check]:
     sizes = [neutts.CHUNK_FRAMES]
     streamed = stream_decode(s.codec, s.codes, sizes)
     diff = max_abs(streamed[:n], full[:n])
-    js, jf = boundary_jumps(streamed, full, [k * neutts.CHUNK_FRAMES * hop for k in range(1, N_FRAMES // neutts.CHUNK_FRAMES + 1)])
+    js, jf = boundary_jumps(
+        streamed, full, [k * neutts.CHUNK_FRAMES * hop for k in range(1, N_FRAMES // neutts.CHUNK_FRAMES + 1)]
+    )
     figure = (f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak) over the first {n // hop} frames;"
               f" boundary step {js:.4f} vs {jf:.4f} in full decode")
     # The engine's default profile starts with a 5-frame chunk (lower first-audio latency, less context): reported.
@@ -228,7 +261,14 @@ def check_stream_vs_full(s: Setup) -> list[Check]:
         return [Check(name, "skipped", figure, MISSING + " (it sets the bound); " + note)]
     ref_vs_full = max_abs(s.reference_stream[:n], full[:n])
     ok = len(streamed) == len(full) and diff <= STREAM_SLACK * ref_vs_full + 1e-6
-    return [Check(name, verdict(ok), f"{figure}; the neutts scheme: {ref_vs_full:.4f} ({ref_vs_full / peak:.1%}); bound {STREAM_SLACK:g}x that", note)]
+    return [
+        Check(
+            name,
+            verdict(ok),
+            f"{figure}; the neutts scheme: {ref_vs_full:.4f} ({ref_vs_full / peak:.1%}); bound {STREAM_SLACK:g}x that",
+            note,
+        )
+    ]
 
 
 def check_reference_stream(s: Setup) -> list[Check]:
@@ -254,7 +294,13 @@ def check_batched(s: Setup) -> list[Check]:
     batched = stream_batched(runner, [s.codes, *others], neutts.CHUNK_FRAMES, s.codec.lookahead)
     single = [stream_decode(s.codec, x, [neutts.CHUNK_FRAMES]) for x in (s.codes, *others)]
     diff = max(max_abs(a, b) for a, b in zip(batched, single))
-    return [Check("3 requests batched vs one at a time", verdict(diff <= 1e-4), f"max abs diff {diff:.2e} (float tolerance 1e-4)")]
+    return [
+        Check(
+            "3 requests batched vs one at a time",
+            verdict(diff <= 1e-4),
+            f"max abs diff {diff:.2e} (float tolerance 1e-4)",
+        )
+    ]
 
 
 CHECKS = [check_phonemes_and_prompt, check_token_codes, check_reference_encode, check_full_decode,

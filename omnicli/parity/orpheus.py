@@ -17,9 +17,12 @@ import contextlib
 import importlib
 import importlib.util
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -40,21 +43,25 @@ from omnicli.parity.common import (
     verdict,
 )
 
+if TYPE_CHECKING:
+    from snac import SNAC  # untyped package: its model reads as Any
+    from transformers import PreTrainedTokenizerBase
+
 
 class _PinnedSnac:
     """Stands in for `SNAC.from_pretrained(...)` in the reference: `.eval().to(device)` gives our model."""
 
-    def __init__(self, model):
+    def __init__(self, model: SNAC) -> None:
         self.model = model
 
-    def eval(self):
+    def eval(self) -> _PinnedSnac:
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: object, **kwargs: object) -> SNAC:
         return self.model
 
 
-def _reference_modules(snac_model):
+def _reference_modules(snac_model: SNAC) -> tuple[ModuleType, ModuleType] | None:
     """(engine_class, decoder) of orpheus_tts wired to `snac_model` on CPU, or None when not installed."""
     try:
         import snac
@@ -64,7 +71,7 @@ def _reference_modules(snac_model):
         return None
     original = snac.SNAC.from_pretrained
 
-    def pinned(_cls, *_args, **_kwargs):  # whatever repo id it asks for, it gets our model
+    def pinned(_cls: object, *_args: object, **_kwargs: object) -> _PinnedSnac:  # whatever repo id: our model
         return _PinnedSnac(snac_model)
 
     snac.SNAC.from_pretrained = classmethod(pinned)
@@ -75,7 +82,7 @@ def _reference_modules(snac_model):
         engine_class = importlib.import_module("orpheus_tts.engine_class")
     finally:
         snac.SNAC.from_pretrained = original
-    decoder.snac_device = "cpu"
+    decoder.snac_device = "cpu"  # type: ignore[attr-defined]  # a global of orpheus_tts' (untyped) decoder
     return engine_class, decoder
 
 
@@ -89,7 +96,7 @@ class Setup:
     codec: SnacCodec
     rng: np.random.Generator
     seed: int
-    ref: tuple | None  # (engine_class, decoder) of orpheus_tts, None when not installed
+    ref: tuple[ModuleType, ModuleType] | None  # (engine_class, decoder) of orpheus_tts, None when not installed
     codes: np.ndarray  # random codes 1..4095 (the reference's parser drops code 0, a known bug)
 
     @classmethod
@@ -132,7 +139,9 @@ def check_prompt_ids(s: Setup) -> list[Check]:
         if ref != ours:
             bad.append(f"{text!r}: ours {ours[:8]}... theirs {ref[:8]}...")
     same = len(TEXTS) - len(bad)
-    checks = [Check("prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad))]
+    checks = [
+        Check("prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(TEXTS)} prompts identical", "; ".join(bad))
+    ]
     bad = []
     for i, voice in enumerate(orpheus.VOICES):
         text = TEXTS[i % len(TEXTS)]
@@ -140,7 +149,14 @@ def check_prompt_ids(s: Setup) -> list[Check]:
         if ref != ours:
             bad.append(f"{voice}: ours {ours[:8]}... theirs {ref[:8]}...")
     same = len(orpheus.VOICES) - len(bad)
-    checks.append(Check("row voice prompt ids vs orpheus_tts", verdict(not bad), f"{same}/{len(orpheus.VOICES)} voices identical", "; ".join(bad)))
+    checks.append(
+        Check(
+            "row voice prompt ids vs orpheus_tts",
+            verdict(not bad),
+            f"{same}/{len(orpheus.VOICES)} voices identical",
+            "; ".join(bad),
+        )
+    )
     return checks
 
 
@@ -155,7 +171,9 @@ def check_token_codes(s: Setup) -> list[Check]:
     if s.ref is None:
         return [Check(name, "skipped", "-", MISSING)]
     ours = s.adapter.tokens_to_codes(s.tokens)
-    theirs = np.array([s.ref[1].turn_token_into_id(f"<custom_token_{t - 128256}>", i) for i, t in enumerate(s.tokens)]).reshape(ours.shape)
+    theirs = np.array(
+        [s.ref[1].turn_token_into_id(f"<custom_token_{t - 128256}>", i) for i, t in enumerate(s.tokens)]
+    ).reshape(ours.shape)
     n_same = int((theirs == ours).sum())
     return [Check(name, verdict(n_same == ours.size), f"{n_same}/{ours.size} codes identical")]
 
@@ -168,14 +186,20 @@ def check_reference_encode(s: Setup) -> list[Check]:
         direct = s.codec.snac.encode(torch.from_numpy(pcm).reshape(1, 1, -1))
     mine = frames_to_snac(torch.from_numpy(frames)[None])
     same = all(torch.equal(a.long(), b.long()) for a, b in zip(mine, direct))
-    return [Check("reference encode vs snac.encode", verdict(same), f"{frames.size} codes {'identical' if same else 'differ'}")]
+    return [
+        Check(
+            "reference encode vs snac.encode", verdict(same), f"{frames.size} codes {'identical' if same else 'differ'}"
+        )
+    ]
 
 
 def check_full_decode(s: Setup) -> list[Check]:
     """Full-sequence decode, against SNAC decode called the reference's way."""
     with torch.no_grad():
         c = torch.from_numpy(s.codes)
-        theirs = s.codec.snac.decode([c[:, 0][None], c[:, [1, 4]].reshape(1, -1), c[:, [2, 3, 5, 6]].reshape(1, -1)])[0, 0].numpy()
+        theirs = s.codec.snac.decode([c[:, 0][None], c[:, [1, 4]].reshape(1, -1), c[:, [2, 3, 5, 6]].reshape(1, -1)])[
+            0, 0
+        ].numpy()
     diff = max_abs(s.full, theirs)
     return [Check("full decode vs snac.decode", verdict(diff <= 1e-5), f"max abs diff {diff:.2e}")]
 
@@ -209,10 +233,14 @@ def check_stream_vs_full(s: Setup) -> list[Check]:
             bounds.append(at * s.codec.hop)
         js, jf = boundary_jumps(streamed, s.full, bounds)
         ok = len(streamed) == len(s.full) and diff <= STREAM_REL_BOUND * peak
-        checks.append(Check(
-            f"streaming (chunks {sizes}) vs full decode", verdict(ok),
-            f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak; bound {STREAM_REL_BOUND:.0%}); boundary step {js:.4f} vs {jf:.4f} in full decode",
-        ))
+        checks.append(
+            Check(
+                f"streaming (chunks {sizes}) vs full decode",
+                verdict(ok),
+                f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak; bound {STREAM_REL_BOUND:.0%}); boundary "
+                f"step {js:.4f} vs {jf:.4f} in full decode",
+            )
+        )
     return checks
 
 
@@ -223,7 +251,13 @@ def check_batched(s: Setup) -> list[Check]:
     batched = stream_batched(runner, [s.codes, *others], 4, s.codec.lookahead)
     single = [stream_decode(s.codec, x, [4]) for x in (s.codes, *others)]
     diff = max(max_abs(a, b) for a, b in zip(batched, single))
-    return [Check("3 requests batched vs one at a time", verdict(diff <= 1e-5), f"max abs diff {diff:.2e} (float tolerance 1e-5)")]
+    return [
+        Check(
+            "3 requests batched vs one at a time",
+            verdict(diff <= 1e-5),
+            f"max abs diff {diff:.2e} (float tolerance 1e-5)",
+        )
+    ]
 
 
 CHECKS = [check_prompt_ids, check_continuation, check_token_codes, check_reference_encode, check_full_decode,
@@ -234,7 +268,9 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     return run_checks(CHECKS, Setup.open(checkpoint, seed))
 
 
-def training_layout_prompt(tokenizer, snac_model, ref_pcm: np.ndarray, ref_text: str, text: str) -> list[int]:
+def training_layout_prompt(
+    tokenizer: PreTrainedTokenizerBase, snac_model: SNAC, ref_pcm: np.ndarray, ref_text: str, text: str
+) -> list[int]:
     """The pretrained continuation prompt as Canopy's training data lays out its records,
     built independently of the adapter: transformers' tokenizer, `snac.encode` codes
     interleaved one frame at a time, frames repeating the last kept codebook-0 code dropped."""
@@ -254,7 +290,7 @@ def training_layout_prompt(tokenizer, snac_model, ref_pcm: np.ndarray, ref_text:
     return [*turn(ref_text), *speech, orpheus.END_OF_SPEECH, orpheus.END_OF_AI, *turn(text)]
 
 
-def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) -> Check:
+def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng: np.random.Generator) -> Check:
     from transformers import AutoTokenizer
 
     pretrained = orpheus.OrpheusAdapter(talker, codec_dir, options={"codec_noise": False, "mode": "pretrained"})
@@ -277,15 +313,15 @@ def _continuation_check(talker: Path, codec_dir: Path, codec: SnacCodec, rng) ->
                  "; ".join(bad))
 
 
-def _reference_stream(decoder, tokens: np.ndarray) -> list[np.ndarray]:
+def _reference_stream(decoder: ModuleType, tokens: np.ndarray) -> list[np.ndarray]:
     """Runs the reference's async tokens_decoder on token strings; int16 audio per window."""
     import asyncio
 
-    async def gen():
+    async def gen() -> AsyncIterator[str]:
         for t in tokens:
             yield f"<custom_token_{int(t) - 128256}>"
 
-    async def collect():
+    async def collect() -> list[np.ndarray]:
         return [np.frombuffer(b, dtype=np.int16) async for b in decoder.tokens_decoder(gen())]
 
     with contextlib.redirect_stdout(sys.stderr):

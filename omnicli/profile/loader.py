@@ -13,7 +13,7 @@ import difflib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 from pydantic import ValidationError
@@ -24,6 +24,9 @@ from omnicli.profile.presets import locate
 from omnicli.profile.resolved import ResolvedProfile, leaf_keys
 from omnicli.profile.safe_yaml import YamlShapeError, load_checked
 from omnicli.profile.schema import REPLACED_WHOLE, SECTIONS, Profile, check_platform
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 TOP_KEYS = tuple(Profile.model_fields)
 META_KEYS = ("base_config", "platforms")
@@ -129,8 +132,10 @@ def _normalize(data: dict, prefix: str, allow_meta: bool, problems: list[str], w
             for plat, overlay in (overlays or {}).items():
                 pdotted = f"platforms.{plat}"
                 if plat not in PLATFORMS:
-                    problems.append(f"{where(pdotted)}: {pdotted}: unknown platform{did_you_mean(str(plat), PLATFORMS)} "
-                                    f"(platforms are {', '.join(PLATFORMS)})")
+                    problems.append(
+                        f"{where(pdotted)}: {pdotted}: unknown platform{did_you_mean(str(plat), PLATFORMS)} "
+                        f"(platforms are {', '.join(PLATFORMS)})"
+                    )
                     continue
                 overlay = _mapping(overlay, pdotted, "settings", problems, where)
                 if overlay is None:
@@ -290,7 +295,7 @@ def _apply_set(tree: _Tree, key: str, value: Any) -> None:
 # -------------------------------------------------------------- validation
 
 
-def _format_error(err: dict, tree: _Tree, fallback: str) -> str:
+def _format_error(err: ErrorDetails, tree: _Tree, fallback: str) -> str:
     loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
     ctx = err.get("ctx") or {}
     if "key" in ctx:  # a model-level rule that names its key
@@ -326,8 +331,8 @@ def load_profile(
     overrides: Sequence[str] = (),
     platform: Optional[str] = None,
 ) -> ResolvedProfile:
-    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path, default preset
-    when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
+    """Resolve a preset name (omnicli/data/profiles/NAME.yaml, or $OMNI_PROFILES_DIR/NAME.yaml) or YAML path,
+    default preset when None, for `platform` ('cpu'/'cuda'; detected when None, forced by the
     profile's `device`), with `--set key=value` overrides applied last."""
     if platform is not None and platform not in PLATFORMS:
         raise ProfileError(f"platform must be one of {', '.join(PLATFORMS)} (got {platform!r})")
@@ -358,7 +363,9 @@ def load_profile(
         _apply_set(tree, key, value)
 
     problems = [
-        f"--set {k}: {reason}" if tree.locations.get(k) == "--set" else f"{tree.locations.get(k, fallback)}: {k}: {reason}"
+        f"--set {k}: {reason}"
+        if tree.locations.get(k) == "--set"
+        else f"{tree.locations.get(k, fallback)}: {k}: {reason}"
         for k, reason in check_platform(tree.data, chosen)
     ]
     try:

@@ -76,7 +76,8 @@ class CodecStageConfig(BaseModel):
     model_config = _STRICT
 
     codec_attention_backend: Literal["sdpa", "slot", "triton", "triton_slot"] = Field(
-        "sdpa", description="Codec attention: sdpa (gather + PyTorch SDPA), slot (in-place on the rings), triton (CUDA only); "
+        "sdpa",
+        description="Codec attention: sdpa (gather + PyTorch SDPA), slot (in-place on the rings), triton (CUDA only); "
         "triton_slot: vLLM-Omni's MOSS codec on CUDA only.",
     )
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
@@ -176,13 +177,17 @@ class VllmOmniConfig(BaseModel):
     model_config = _STRICT
 
     base_deploy_config: Optional[str] = Field(
-        None, description="Packaged deploy file (e.g. moss_tts_local.yaml) or a path the overlay inherits; null: the family's default."
+        None,
+        description="Packaged deploy file (e.g. moss_tts_local.yaml) or a path the overlay inherits; null: the "
+                    "family's default.",
     )
     deploy_config: dict[str, Any] = Field(
-        default_factory=dict, description="Raw deploy-YAML keys merged into the overlay last (anything the profile does not map)."
+        default_factory=dict,
+        description="Raw deploy-YAML keys merged into the overlay last (anything the profile does not map).",
     )
     stage_overrides: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="Raw per-stage engine args for AsyncOmni(stage_overrides=...), keyed by stage id."
+        default_factory=dict,
+        description="Raw per-stage engine args for AsyncOmni(stage_overrides=...), keyed by stage id.",
     )
     codec_kv_cache_space_gb: float = Field(
         0.25, gt=0, description="CPU KV cache size of the codec stage in GiB (vLLM-Omni skips memory profiling on CPU)."
@@ -196,10 +201,14 @@ class Profile(BaseModel):
 
     model: str = Field("omni-tiny", description="Model family to run (`omni models list`).")
     model_path: Optional[str] = Field(
-        None, description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+        None,
+        description="Talker checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the "
+                    "family's published repo).",
     )
     codec_path: Optional[str] = Field(
-        None, description="Codec checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the family's published repo)."
+        None,
+        description="Codec checkpoint: a folder or a Hugging Face repo id in the local HF cache (null: the "
+                    "family's published repo).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto: CUDA when a GPU is usable, else CPU; cpu/cuda force it."

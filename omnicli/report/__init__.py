@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omnicli.report.page import PageFacts
 
 INSTALL_HINT = "pip install 'omnicli[report]'"
 _NEEDS = ("jinja2", "plotly")
@@ -26,7 +30,7 @@ def missing_extra() -> str | None:
 
 
 def write_report(paths: list[Path], out: Path, *, embed_audio: str | None = None, manifest: Path | None = None,
-                 title: str | None = None):
+                 title: str | None = None) -> PageFacts:
     """Reads `paths` and writes the page to `out` (atomically); returns its PageFacts.
 
     Raises SourceError when nothing known is in `paths`, EmbedSpec for a bad `embed_audio`."""

@@ -31,29 +31,33 @@ class Metric:
     per_round: Callable[[list[dict[str, Any]], float], float | None]  # (requests of one round, its duration) -> value
 
 
-def _ok(reqs):
+Requests = list[dict[str, Any]]  # the request rows of one round of a bench run
+RoundValue = Callable[[Requests, float], "float | None"]
+
+
+def _ok(reqs: Requests) -> Requests:
     return [r for r in reqs if not r.get("error") and (r.get("audio_duration") or 0) > 0]
 
 
-def _mean_of(name: str, scale: float = 1.0):
-    def value(reqs, _duration):
+def _mean_of(name: str, scale: float = 1.0) -> RoundValue:
+    def value(reqs: Requests, _duration: float) -> float | None:
         vals = [r[name] for r in _ok(reqs) if isinstance(r.get(name), (int, float))]
         return float(np.mean(vals)) * scale if vals else None
     return value
 
 
-def _pct_of(name: str, q: float, scale: float = 1.0):
-    def value(reqs, _duration):
+def _pct_of(name: str, q: float, scale: float = 1.0) -> RoundValue:
+    def value(reqs: Requests, _duration: float) -> float | None:
         vals = [r[name] for r in _ok(reqs) if isinstance(r.get(name), (int, float))]
         return float(np.percentile(vals, q)) * scale if vals else None
     return value
 
 
-def _audio_throughput(reqs, duration):
+def _audio_throughput(reqs: Requests, duration: float) -> float | None:
     return sum(r.get("audio_duration") or 0 for r in reqs if not r.get("error")) / duration if duration > 0 else None
 
 
-def _request_throughput(reqs, duration):
+def _request_throughput(reqs: Requests, duration: float) -> float | None:
     return sum(1 for r in reqs if not r.get("error")) / duration if duration > 0 else None
 
 
@@ -70,9 +74,19 @@ METRICS = (
 )
 
 # The --save-detailed lists, by the name a request's value takes here (vLLM's `ttfts` when present).
-DETAILED = {"utt": "utts", "round": "request_rounds", "start": "start_times", "audio_ttfp": "audio_ttfps", "e2el": "e2els",
-            "audio_duration": "audio_durations", "audio_rtf": "audio_rtfs", "audio_underrun": "audio_underruns",
-            "error": "errors", "ttft": "ttfts", "finish_reason": "finish_reasons"}
+DETAILED = {
+    "utt": "utts",
+    "round": "request_rounds",
+    "start": "start_times",
+    "audio_ttfp": "audio_ttfps",
+    "e2el": "e2els",
+    "audio_duration": "audio_durations",
+    "audio_rtf": "audio_rtfs",
+    "audio_underrun": "audio_underruns",
+    "error": "errors",
+    "ttft": "ttfts",
+    "finish_reason": "finish_reasons",
+}
 
 
 def requests_of(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,28 +136,53 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     for metric in METRICS:
         ra, rb = round_values(a, metric), round_values(b, metric)
         if not (ra and rb):
-            ra, rb = [v for v in (_num(a.get(metric.key)),) if v is not None], [v for v in (_num(b.get(metric.key)),) if v is not None]
+            ra, rb = (
+                [v for v in (_num(a.get(metric.key)),) if v is not None],
+                [v for v in (_num(b.get(metric.key)),) if v is not None],
+            )
         if not (ra and rb):
             continue
         a_value, b_value = float(np.median(ra)), float(np.median(rb))
         ratio = b_value / a_value if a_value > 0 else None
         if ratio is None:
-            out.append(Difference(metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"))
+            out.append(
+                Difference(
+                    metric.key, metric.label, a_value, b_value, None, None, None, (len(ra), len(rb)), "no ratio: A is 0"
+                )
+            )
             continue
         if min(len(ra), len(rb)) < MIN_ROUNDS:  # fewer give no usable interval (benchmark.compare)
             why = f"no interval: needs --save-detailed and --rounds {MIN_ROUNDS} or more"
-            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why))
+            out.append(
+                Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), why)
+            )
             continue
         try:
             est = ratio_estimate(rb, ra, confidence=CONFIDENCE)
         except ValueError as exc:  # a round of A at 0 (no underrun at all in it, say)
-            out.append(Difference(metric.key, metric.label, a_value, b_value, ratio, None, None, (len(ra), len(rb)), f"no interval: {exc}"))
+            out.append(
+                Difference(
+                    metric.key,
+                    metric.label,
+                    a_value,
+                    b_value,
+                    ratio,
+                    None,
+                    None,
+                    (len(ra), len(rb)),
+                    f"no interval: {exc}",
+                )
+            )
             continue
         if not est.measured:
             verdict = "within noise"
         else:
             verdict = "better" if (est.ratio > 1) == metric.higher_is_better else "worse"
-        out.append(Difference(metric.key, metric.label, a_value, b_value, est.ratio, est.low, est.high, (len(ra), len(rb)), verdict))
+        out.append(
+            Difference(
+                metric.key, metric.label, a_value, b_value, est.ratio, est.low, est.high, (len(ra), len(rb)), verdict
+            )
+        )
     return out
 
 
@@ -153,12 +192,12 @@ def _num(value: Any) -> float | None:
 
 def pairs(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(A, B) for each load shape run by two or more profiles: the first profile against each other one."""
-    shapes: dict[tuple, list[dict[str, Any]]] = {}
+    shapes: dict[tuple[object, str], list[dict[str, Any]]] = {}
     for run in runs:
         shapes.setdefault((run.get("max_concurrency"), str(run.get("request_rate"))), []).append(run)
-    out = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for group in shapes.values():
-        profiles = []
+        profiles: list[dict[str, Any]] = []
         for run in group:
             if run.get("arm") not in [p.get("arm") for p in profiles]:
                 profiles.append(run)

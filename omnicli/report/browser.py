@@ -17,8 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 CHROMIUM = os.environ.get("OMNI_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+)
 
 
 def unavailable() -> str | None:
@@ -41,8 +50,13 @@ def chromium() -> Iterator[object]:
     try:
         with sync_playwright() as pw:
             context = pw.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=list(FLAGS), ignore_default_args=["--enable-automation"],
-                viewport={"width": 1400, "height": 900})
+                profile,
+                executable_path=CHROMIUM,
+                headless=True,
+                args=list(FLAGS),
+                ignore_default_args=["--enable-automation"],
+                viewport={"width": 1400, "height": 900},
+            )
             try:
                 yield context
             finally:

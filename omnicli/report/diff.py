@@ -32,4 +32,7 @@ def word_diff(ref_norm: str, hyp_norm: str) -> list[list[str]] | None:
 
 def error_counts(ops: list[list[str]]) -> dict[str, int]:
     """Substitutions, deletions and insertions of a diff (they equal the row's WER counts)."""
-    return {name: sum(1 for op in ops if op[0] == code) for name, code in (("substitutions", "s"), ("deletions", "d"), ("insertions", "i"))}
+    return {
+        name: sum(1 for op in ops if op[0] == code)
+        for name, code in (("substitutions", "s"), ("deletions", "d"), ("insertions", "i"))
+    }

@@ -34,7 +34,12 @@ def wer_histogram(rows: list[UttRow]) -> dict[str, Any] | None:
         return None
     top = max(100.0, max(wers)) + 5
     fig = go.Figure(go.Histogram(x=wers, xbins={"start": 0, "end": top, "size": 5}, name="WER"))
-    fig.update_layout(title="WER per utterance (%)", xaxis={"title": "WER (%)", "range": [0, top]}, yaxis_title="utterances", bargap=0.05)
+    fig.update_layout(
+        title="WER per utterance (%)",
+        xaxis={"title": "WER (%)", "range": [0, top]},
+        yaxis_title="utterances",
+        bargap=0.05,
+    )
     return _json(fig)
 
 
@@ -85,17 +90,33 @@ def sweep(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not runs:
         return None
     x_title, xs = _x_of(runs)
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_PANELS], horizontal_spacing=0.12, vertical_spacing=0.22)
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=[title for _, title in SWEEP_PANELS],
+        horizontal_spacing=0.12,
+        vertical_spacing=0.22,
+    )
     profiles = list(dict.fromkeys(str(r.get("arm")) for r in runs))
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     for p_index, profile in enumerate(profiles):
         idx = [i for i, r in enumerate(runs) if str(r.get("arm")) == profile]
         for panel, (key, _title) in enumerate(SWEEP_PANELS):
-            fig.add_trace(go.Scatter(
-                x=[xs[i] for i in idx], y=[runs[i].get(key) for i in idx], mode="lines+markers", name=profile,
-                legendgroup=profile, showlegend=panel == 0, marker={"color": colours[p_index % len(colours)], "size": 8},
-                customdata=[runs[i].get("label") for i in idx], hovertemplate="%{customdata}: %{y:.3g}<extra></extra>",
-            ), row=panel // 2 + 1, col=panel % 2 + 1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[xs[i] for i in idx],
+                    y=[runs[i].get(key) for i in idx],
+                    mode="lines+markers",
+                    name=profile,
+                    legendgroup=profile,
+                    showlegend=panel == 0,
+                    marker={"color": colours[p_index % len(colours)], "size": 8},
+                    customdata=[runs[i].get("label") for i in idx],
+                    hovertemplate="%{customdata}: %{y:.3g}<extra></extra>",
+                ),
+                row=panel // 2 + 1,
+                col=panel % 2 + 1,
+            )
     if x_title == "concurrency":  # the values run, not a continuous scale
         values = sorted(set(xs))
         fig.update_xaxes(tickvals=values, type="log" if len(values) > 2 and values[-1] / values[0] > 8 else "-")
@@ -141,15 +162,40 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
     fig.add_trace(go.Bar(y=ys, x=streams, base=[s + w for s, w in zip(starts, waits)], orientation="h",
                          name="first audio to end", marker={"color": "#1f77b4"}, hovertext=text, hoverinfo="text"))
     if tok_x:
-        fig.add_trace(go.Scatter(x=tok_x, y=tok_y, mode="markers", name="first token", marker={"symbol": "line-ns-open", "size": 10, "color": "#2ca02c"}))
+        fig.add_trace(
+            go.Scatter(
+                x=tok_x,
+                y=tok_y,
+                mode="markers",
+                name="first token",
+                marker={"symbol": "line-ns-open", "size": 10, "color": "#2ca02c"},
+            )
+        )
     if under_x:
-        fig.add_trace(go.Scatter(x=under_x, y=under_y, mode="markers", name="underrun", text=under_text, hoverinfo="text",
-                                 marker={"symbol": "triangle-left", "size": 9, "color": "#ff7f0e"}))
+        fig.add_trace(
+            go.Scatter(
+                x=under_x,
+                y=under_y,
+                mode="markers",
+                name="underrun",
+                text=under_text,
+                hoverinfo="text",
+                marker={"symbol": "triangle-left", "size": 9, "color": "#ff7f0e"},
+            )
+        )
     if bad_x:
-        fig.add_trace(go.Scatter(x=bad_x, y=bad_y, mode="markers", name="failed", marker={"symbol": "x", "size": 10, "color": "#d62728"}))
-    fig.update_layout(title=f"Requests of {run.get('label')}", barmode="overlay", xaxis_title="seconds from the pass's first submission",
-                      yaxis={"autorange": "reversed", "showticklabels": len(reqs) <= 40, "automargin": True},
-                      height=max(260, min(900, 40 + 14 * len(reqs))))
+        fig.add_trace(
+            go.Scatter(
+                x=bad_x, y=bad_y, mode="markers", name="failed", marker={"symbol": "x", "size": 10, "color": "#d62728"}
+            )
+        )
+    fig.update_layout(
+        title=f"Requests of {run.get('label')}",
+        barmode="overlay",
+        xaxis_title="seconds from the pass's first submission",
+        yaxis={"autorange": "reversed", "showticklabels": len(reqs) <= 40, "automargin": True},
+        height=max(260, min(900, 40 + 14 * len(reqs))),
+    )
     return _json(fig)
 
 
@@ -158,8 +204,9 @@ def ab_forest(label: str, diffs: list[Difference]) -> dict[str, Any] | None:
     shown = [d for d in diffs if d.rel is not None]
     if not shown:
         return None
-    err_plus = [(d.high - d.ratio) * 100 if d.high is not None else 0.0 for d in shown]
-    err_minus = [(d.ratio - d.low) * 100 if d.low is not None else 0.0 for d in shown]
+    # (every shown ratio is a number: `rel` is None exactly when the ratio is)
+    err_plus = [(d.high - d.ratio) * 100 if d.high is not None and d.ratio is not None else 0.0 for d in shown]
+    err_minus = [(d.ratio - d.low) * 100 if d.low is not None and d.ratio is not None else 0.0 for d in shown]
     colour = {"within noise": "#888888", "better": "#2ca02c", "worse": "#d62728"}
     fig = go.Figure(go.Scatter(
         x=[d.rel for d in shown], y=[d.label for d in shown], mode="markers",

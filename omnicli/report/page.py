@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import jinja2
@@ -26,7 +26,10 @@ from omnicli.atomic import write_text_atomic
 from omnicli.errors import UsageError
 from omnicli.report import ab, figures
 from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
-from omnicli.report.sources import Sources, bench_runs
+from omnicli.report.sources import EvalFolder, Sources, bench_runs
+
+if TYPE_CHECKING:
+    from omnicli.synth_results import SynthSummary
 
 # Per-row values the table shows, in column order (the page's script knows them by these names).
 COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s", "rtf", "ttfp_s", "finish_reason",
@@ -153,7 +156,9 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         ("wer_hist", figures.wer_histogram(rows)), ("duration_hist", figures.duration_histogram(rows)),
         ("duration_vs_text", figures.duration_vs_text(rows)), ("sweep", figures.sweep(runs)),
     ) if fig is not None}
-    timelines = [{"label": str(r.get("label")), "figure": fig} for r in runs if (fig := figures.timeline(r)) is not None]
+    timelines = [
+        {"label": str(r.get("label")), "figure": fig} for r in runs if (fig := figures.timeline(r)) is not None
+    ]
     comparisons = []
     for a, b in ab.pairs(runs):
         diffs = ab.compare(a, b)
@@ -171,12 +176,14 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         "version": __version__,
         "sources": _source_list(sources),
         "notes": [*sources.notes, *utterances.notes],
-        "synth_cards": [_synth_card(s) for s in sources.synth if s.summary],
+        "synth_cards": [_synth_card(s.dir, s.summary) for s in sources.synth if s.summary],
         "eval_cards": [_eval_card(e) for e in sources.evals],
         "bench_runs": [_run_row(r) for r in runs],
         "bench_columns": _RUN_KEYS,
         "bench_extra_keys": _extra_keys(runs),
-        "bench_problems": [(b.path.name, b.engine_error, b.interrupted) for b in sources.bench if b.engine_error or b.interrupted],
+        "bench_problems": [
+            (b.path.name, b.engine_error, b.interrupted) for b in sources.bench if b.engine_error or b.interrupted
+        ],
         "comparisons": [{**c, "index": i} for i, c in enumerate(comparisons)],
         "confidence": f"{ab.CONFIDENCE:.0%}",
         "num_rows": len(rows),
@@ -194,7 +201,12 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
 def _shape(run: dict[str, Any]) -> str:
     rate = run.get("request_rate")
     conc = run.get("max_concurrency")
-    return ", ".join(p for p in (f"c={conc}" if conc is not None else "", f"rate {rate}/s" if str(rate) != "inf" else "") if p) or "no cap"
+    return (
+        ", ".join(
+            p for p in (f"c={conc}" if conc is not None else "", f"rate {rate}/s" if str(rate) != "inf" else "") if p
+        )
+        or "no cap"
+    )
 
 
 def _source_list(sources: Sources) -> list[str]:
@@ -206,19 +218,33 @@ def _source_list(sources: Sources) -> list[str]:
     return out
 
 
-def _synth_card(synth) -> dict[str, Any]:
-    s = synth.summary
-    return {"dir": str(synth.dir), "items": [
-        ("rows", s.num_rows, ""),
-        ("ok / failed / pending", f"{s.num_ok} / {s.num_failed} / {s.num_pending}", f"{s.num_invalid_rows} invalid rows"),
-        ("audio", f"{s.audio_seconds:.1f} s", "all ok rows"),
-        ("this run", f"{s.this_run.audio_throughput:.2f} audio-s/s", f"{s.this_run.attempted} attempted in {s.this_run.wall_seconds:.1f} s"),
-        ("retained", s.retention.kept if s.retention else "off", s.retention.dir if s.retention else "no --keep-failed"),
-        ("profile", s.profile_name or "-", f"{s.model}, {s.profile_digest}"),
-    ]}
+def _synth_card(folder: Path, s: SynthSummary) -> dict[str, Any]:
+    return {
+        "dir": str(folder),
+        "items": [
+            ("rows", s.num_rows, ""),
+            (
+                "ok / failed / pending",
+                f"{s.num_ok} / {s.num_failed} / {s.num_pending}",
+                f"{s.num_invalid_rows} invalid rows",
+            ),
+            ("audio", f"{s.audio_seconds:.1f} s", "all ok rows"),
+            (
+                "this run",
+                f"{s.this_run.audio_throughput:.2f} audio-s/s",
+                f"{s.this_run.attempted} attempted in {s.this_run.wall_seconds:.1f} s",
+            ),
+            (
+                "retained",
+                s.retention.kept if s.retention else "off",
+                s.retention.dir if s.retention else "no --keep-failed",
+            ),
+            ("profile", s.profile_name or "-", f"{s.model}, {s.profile_digest}"),
+        ],
+    }
 
 
-def _eval_card(ev) -> dict[str, Any]:
+def _eval_card(ev: EvalFolder) -> dict[str, Any]:
     """The headline figures with the comparability labels the eval commands print."""
     s = ev.summary
     notes = s.key_notes or {}
@@ -244,9 +270,19 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} %"
 
 
-_RUN_KEYS = (("label", "pass"), ("completed", "ok"), ("failed", "failed"), ("audio_throughput", "audio-s/s"),
-             ("request_throughput", "req/s"), ("p50_audio_ttfp_ms", "TTFP p50 ms"), ("p99_audio_ttfp_ms", "TTFP p99 ms"),
-             ("p50_e2el_ms", "E2E p50 ms"), ("mean_audio_rtf", "RTF"), ("mean_audio_underrun_s", "underrun s"), ("rounds", "rounds"))
+_RUN_KEYS = (
+    ("label", "pass"),
+    ("completed", "ok"),
+    ("failed", "failed"),
+    ("audio_throughput", "audio-s/s"),
+    ("request_throughput", "req/s"),
+    ("p50_audio_ttfp_ms", "TTFP p50 ms"),
+    ("p99_audio_ttfp_ms", "TTFP p99 ms"),
+    ("p50_e2el_ms", "E2E p50 ms"),
+    ("mean_audio_rtf", "RTF"),
+    ("mean_audio_underrun_s", "underrun s"),
+    ("rounds", "rounds"),
+)
 # vLLM's text-model distributions, shown when the result files carry them.
 _EXTRA_KEYS = (("mean_ttft_ms", "TTFT mean ms"), ("p99_ttft_ms", "TTFT p99 ms"), ("mean_tpot_ms", "TPOT mean ms"),
                ("mean_itl_ms", "ITL mean ms"), ("p99_itl_ms", "ITL p99 ms"))

@@ -95,7 +95,10 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
             for utt, entry in _manifest_rows(path, notes).items():  # synth's manifest, then each eval's
                 manifests.setdefault(key, {}).setdefault(utt, entry)
         elif path is None and recorded_manifest:
-            notes.append(f"{folder}: manifest {recorded_manifest} not found (texts and reference prompts missing; pass --manifest)")
+            notes.append(
+                f"{folder}: manifest {recorded_manifest} not found (texts and reference prompts missing; pass "
+                "--manifest)"
+            )
         return by_folder[key]
 
     for synth in sources.synth:
@@ -113,7 +116,9 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
             utt = raw.get("utt")
             if not isinstance(utt, str):
                 continue
-            row = rows.get(utt) or rows.setdefault(utt, UttRow(utt=utt, source=label, audio=_existing(gen_dir / f"{utt}.wav")))
+            row = rows.get(utt) or rows.setdefault(
+                utt, UttRow(utt=utt, source=label, audio=_existing(gen_dir / f"{utt}.wav"))
+            )
             _add_eval(row, raw)
     _add_sidecars(sources, by_folder, labels, cwd)
 
@@ -153,7 +158,11 @@ def _find_manifest(recorded: str | None, folder: Path, cwd: Path) -> Path | None
     if not recorded:
         return None
     path = Path(recorded)
-    candidates = [path] if path.is_absolute() else [cwd / path, *(parent / path for parent in [folder, *folder.resolve().parents])]
+    candidates = (
+        [path]
+        if path.is_absolute()
+        else [cwd / path, *(parent / path for parent in [folder, *folder.resolve().parents])]
+    )
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -170,9 +179,17 @@ def _from_synth(synth: SynthFolder, result: Any, label: str) -> UttRow:
     retained = _existing(result.retained)
     audio = _existing(synth.dir / result.wav) if result.wav else None
     return UttRow(
-        utt=result.utt, source=label, status=str(result.status), reasons=[str(r) for r in result.flags],
-        error=result.error, duration_s=result.audio_seconds if audio or retained else None, rtf=result.rtf,
-        ttfp_s=result.ttfp_s, finish_reason=result.finish_reason, audio=audio or retained, retained=[retained] if retained else [],
+        utt=result.utt,
+        source=label,
+        status=str(result.status),
+        reasons=[str(r) for r in result.flags],
+        error=result.error,
+        duration_s=result.audio_seconds if audio or retained else None,
+        rtf=result.rtf,
+        ttfp_s=result.ttfp_s,
+        finish_reason=result.finish_reason,
+        audio=audio or retained,
+        retained=[retained] if retained else [],
         line=result.line or None,
     )
 
@@ -208,7 +225,9 @@ def _add_eval(row: UttRow, raw: dict[str, Any]) -> None:
         row.audio = row.retained[0]
 
 
-def _add_sidecars(sources: Sources, by_folder: dict[Path, dict[str, UttRow]], labels: dict[Path, str], cwd: Path) -> None:
+def _add_sidecars(
+    sources: Sources, by_folder: dict[Path, dict[str, UttRow]], labels: dict[Path, str], cwd: Path
+) -> None:
     """Retained outputs: their reasons join the row they came from; one whose run is not given becomes its own row."""
     rows_of = [row for rows in by_folder.values() for row in rows.values()]
     by_retained = {kept: row for row in rows_of for kept in row.retained}
@@ -217,21 +236,32 @@ def _add_sidecars(sources: Sources, by_folder: dict[Path, dict[str, UttRow]], la
         meta = sidecar.meta
         wav = _existing(sidecar.path.with_suffix(".wav"))
         row = by_retained.get(wav) if wav else None
-        if row is None:  # kept by a run whose results do not name the copy: by the output it was made from
-            row = by_output.get(_existing(meta.get("output_wav") or meta.get("gen_wav")))
+        made_from = _existing(meta.get("output_wav") or meta.get("gen_wav"))
+        if row is None and made_from is not None:  # kept by a run whose results do not name the copy: by its output
+            row = by_output.get(made_from)
         if row is None:
             folder = sidecar.path.parent.resolve()
             rows = by_folder.setdefault(folder, {})
             labels.setdefault(folder, _label(folder, cwd))
             utt = str(meta.get("utt") or sidecar.path.stem)
             key = utt if utt not in rows else f"{utt} ({sidecar.path.stem})"
-            timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
+            raw_timings = meta.get("timings")
+            timings: dict[str, Any] = raw_timings if isinstance(raw_timings, dict) else {}
             row = rows[key] = UttRow(
-                utt=key, source=labels[folder], text=meta.get("text") or meta.get("expected_text"),
-                status=str(meta.get("status") or "retained"), error=meta.get("error"),
-                duration_s=meta.get("duration_s"), rtf=timings.get("rtf"), ttfp_s=timings.get("ttfp_s"),
-                finish_reason=meta.get("finish_reason"), hyp=meta.get("transcript"), wer=meta.get("wer"),
-                audio=wav, retained=[wav] if wav else [], ref_audio=_existing(meta.get("reference_wav") or meta.get("reference")),
+                utt=key,
+                source=labels[folder],
+                text=meta.get("text") or meta.get("expected_text"),
+                status=str(meta.get("status") or "retained"),
+                error=meta.get("error"),
+                duration_s=meta.get("duration_s"),
+                rtf=timings.get("rtf"),
+                ttfp_s=timings.get("ttfp_s"),
+                finish_reason=meta.get("finish_reason"),
+                hyp=meta.get("transcript"),
+                wer=meta.get("wer"),
+                audio=wav,
+                retained=[wav] if wav else [],
+                ref_audio=_existing(meta.get("reference_wav") or meta.get("reference")),
             )
         for reason in meta.get("reasons") or []:
             if reason not in row.reasons:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def read_sources(paths: list[Path]) -> Sources:
     return sources
 
 
-def _walk(root: Path):
+def _walk(root: Path) -> Iterator[tuple[Path, set[str]]]:
     root_depth = len(root.parts)
     for here, dirs, files in os.walk(root):
         folder = Path(here)
@@ -137,7 +138,7 @@ def _load_json(path: Path, sources: Sources) -> Any:
 
 
 def _read_jsonl(path: Path, sources: Sources) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -162,7 +163,9 @@ def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
         try:
             row = SynthResult.model_validate(raw)
         except ValidationError as exc:
-            sources.notes.append(f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped")
+            sources.notes.append(
+                f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped"
+            )
             continue
         latest.pop(row.utt, None)
         latest[row.utt] = row
@@ -211,8 +214,16 @@ def _read_bench_file(path: Path, sources: Sources) -> bool:
     for obj in objects:
         if isinstance(obj.get("runs"), list) and "comparisons" in obj:
             doc_runs = [r for r in obj["runs"] if isinstance(r, dict)]
-            sources.bench.append(BenchSource(path, doc_runs, [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
-                                             bool(obj.get("interrupted")), obj.get("engine_error"), document=True))
+            sources.bench.append(
+                BenchSource(
+                    path,
+                    doc_runs,
+                    [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
+                    bool(obj.get("interrupted")),
+                    obj.get("engine_error"),
+                    document=True,
+                )
+            )
             continue
         if _is_vllm_pass(obj):
             runs.append(obj)
@@ -231,13 +242,17 @@ def bench_runs(sources: Sources) -> list[dict[str, Any]]:
     homes: dict[tuple, set[Path]] = {}
     for source in sources.bench:
         for run in source.runs:
-            homes.setdefault((run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()).add(source.path)
+            homes.setdefault(
+                (run.get("profile_label"), run.get("max_concurrency"), str(run.get("request_rate"))), set()
+            ).add(source.path)
     clashing = {key[0] for key, paths in homes.items() if len(paths) > 1}
     out = []
     for source in sources.bench:
         for run in source.runs:
             label = str(run.get("profile_label") or run.get("label") or source.path.stem)
-            out.append({**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label})
+            out.append(
+                {**run, "arm": f"{label} ({source.path.stem})" if run.get("profile_label") in clashing else label}
+            )
     return out
 
 

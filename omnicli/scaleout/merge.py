@@ -64,7 +64,7 @@ class MergeReport:
     def complete(self) -> bool:
         """Every shard present and every manifest row ok."""
         s = self.summary
-        return bool(s) and not self.missing and s.num_failed == s.num_pending == s.num_invalid_rows == 0
+        return s is not None and not self.missing and s.num_failed == s.num_pending == s.num_invalid_rows == 0
 
 
 def read_shard_folder(path: Path) -> ShardFolder:
@@ -75,13 +75,17 @@ def read_shard_folder(path: Path) -> ShardFolder:
     try:
         summary = SynthSummary.model_validate_json(summary_path.read_bytes())
     except FileNotFoundError:
-        raise MergeError(f"{path}: no {SUMMARY} (its `omni synth --shard` run was killed before the end, or it is not a synth folder): "
-                         "run the same command again to finish it") from None
+        raise MergeError(
+            f"{path}: no {SUMMARY} (its `omni synth --shard` run was killed before the end, or it is not a synth "
+            "folder): run the same command again to finish it"
+        ) from None
     except OSError as exc:
         raise MergeError(f"{summary_path}: cannot read: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise MergeError(f"{summary_path}: not an omni synth summary ({'.'.join(map(str, first['loc'])) or 'file'}: {first['msg']})") from None
+        raise MergeError(
+            f"{summary_path}: not an omni synth summary ({'.'.join(map(str, first['loc'])) or 'file'}: {first['msg']})"
+        ) from None
     if summary.shard is None:
         raise MergeError(f"{path}: not a shard folder (its {SUMMARY} records no --shard I/N)")
     try:
@@ -96,7 +100,9 @@ def check_shards(shards: list[ShardFolder], *, manifest_given: bool) -> None:
     counts = {s.spec.count for s in shards}
     if len(counts) > 1:
         listing = ", ".join(f"{s.path} ({s.spec})" for s in shards)
-        raise MergeError(f"the folders are shards of different splits (N = {', '.join(map(str, sorted(counts)))}): {listing}")
+        raise MergeError(
+            f"the folders are shards of different splits (N = {', '.join(map(str, sorted(counts)))}): {listing}"
+        )
     seen: dict[int, Path] = {}
     for s in shards:
         if s.spec.index in seen:
@@ -104,13 +110,19 @@ def check_shards(shards: list[ShardFolder], *, manifest_given: bool) -> None:
         seen[s.spec.index] = s.path
     limits = {s.summary.limit for s in shards}
     if len(limits) > 1:
-        raise MergeError("the shards ran with different --limit values: " + ", ".join(f"{s.path} ({s.summary.limit})" for s in shards))
+        raise MergeError(
+            "the shards ran with different --limit values: "
+            + ", ".join(f"{s.path} ({s.summary.limit})" for s in shards)
+        )
     if not manifest_given:
         first = shards[0]
         for s in shards[1:]:
             if not _same_file(s.summary.manifest, first.summary.manifest):
-                raise MergeError(f"the shards ran different manifests: {first.path} ran {first.summary.manifest}, "
-                                 f"{s.path} ran {s.summary.manifest} (if that is one file seen from two machines, give it with --manifest)")
+                raise MergeError(
+                    f"the shards ran different manifests: {first.path} ran {first.summary.manifest}, "
+                    f"{s.path} ran {s.summary.manifest} (if that is one file seen from two machines, give it "
+                    "with --manifest)"
+                )
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -130,9 +142,9 @@ def check_rows_match(shards: list[ShardFolder], manifest: Manifest) -> dict[int,
         share = split[s.spec.index]
         if (len(share.rows), len(share.errors)) != (s.summary.num_rows, s.summary.num_invalid_rows):
             raise MergeError(
-                f"{s.path}: shard {s.spec} ran {s.summary.num_rows} row(s) and {s.summary.num_invalid_rows} invalid row(s), "
-                f"but {manifest.path} gives it {len(share.rows)} and {len(share.errors)}: was it run on another version of "
-                "the manifest, or with other options (--limit, --allow-outside-paths)?"
+                f"{s.path}: shard {s.spec} ran {s.summary.num_rows} row(s) and {s.summary.num_invalid_rows} "
+                f"invalid row(s), but {manifest.path} gives it {len(share.rows)} and {len(share.errors)}: was it run "
+                "on another version of the manifest, or with other options (--limit, --allow-outside-paths)?"
             )
         shares[s.spec.index] = share
     return shares
@@ -267,7 +279,7 @@ class _RecordedProfile:
         return self.settings
 
     @property
-    def profile(self):  # build_synth_summary reads resolved.profile.model
+    def profile(self) -> _RecordedProfile:  # build_synth_summary reads resolved.profile.model
         return self
 
 

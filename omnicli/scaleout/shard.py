@@ -49,7 +49,9 @@ class ShardSpec:
             raise ShardSpecError(f"{text!r} is not I/N (shard I of N, counting from 0, e.g. 0/4)")
         # ASCII digits only: int() would also read "1_0" as 10, "+1", and digits of other scripts.
         if not (_DIGITS.fullmatch(index_text) and _DIGITS.fullmatch(count_text)):
-            raise ShardSpecError(f"{text!r}: I and N must be whole numbers written with the digits 0-9 (shard I of N, e.g. 0/4)")
+            raise ShardSpecError(
+                f"{text!r}: I and N must be whole numbers written with the digits 0-9 (shard I of N, e.g. 0/4)"
+            )
         index, count = int(index_text), int(count_text)
         if count < 1:
             raise ShardSpecError(f"{text!r}: N must be at least 1")
@@ -126,6 +128,7 @@ def shard_conflict(out_dir: Path, spec: ShardSpec | None) -> str | None:
     if wanted is None:
         return (f"{out_dir} holds shard {recorded}: resume it with --shard {recorded}, "
                 "or combine the shard folders with `omni synth-merge`")
+    assert spec is not None  # `wanted` is None otherwise
     return (f"{out_dir} holds shard {recorded}, not {wanted}: give each shard a folder of its own "
             f"(e.g. --out out/shard-{spec.index}), or resume this one with --shard {recorded}")
 

@@ -27,7 +27,8 @@ def check_probe(probe: Path) -> None:
     """Run on a worker: StorageNotShared unless the coordinator's probe file is visible here."""
     if not probe.is_file():
         raise StorageNotShared(
-            f"node {socket.gethostname()} cannot see {probe.parent} (the coordinator's probe file {probe.name} is missing): "
+            f"node {socket.gethostname()} cannot see {probe.parent} (the coordinator's probe file {probe.name} "
+            "is missing): "
             "--out must be on storage shared by every node (NFS, a cluster file system)"
         )
 

@@ -17,6 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # the codec pulls in torch; the adapter's users need not
     from omnicli.engine.models.codec import StreamingCodec
+    from omnicli.engine.windowed import WindowCodec
 
 
 class ModelAdapter(ABC):
@@ -28,15 +29,16 @@ class ModelAdapter(ABC):
     max_text_bytes: int
 
     talker_path: Path  # a Hugging Face style folder vLLM can load
-    codec: StreamingCodec
+    codec: StreamingCodec | WindowCodec  # ring-cache streaming codec, or one decoded in stateless windows
     uses_reference: bool = True  # False: the prompt ignores reference audio (it is not encoded)
     uses_voice: bool = False  # True: a request's named `voice` goes into the prompt
     ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
     max_ref_samples: int  # longest reference audio the encoder takes (set by each adapter)
-    windowed: bool = False  # True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches
 
     @abstractmethod
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         """Token ids that prompt the talker for `text` in the reference's voice (or the named
         `voice`, for a family that `uses_voice`; the others ignore it)."""
 
@@ -60,7 +62,14 @@ class ModelAdapter(ABC):
         """The generated tokens that carry codes (drops a trailing stop token)."""
         return token_ids
 
-    def sampling_overrides(self) -> dict:
+    @property
+    def windowed(self) -> bool:
+        """True: the codec decodes stateless windows (omnicli.engine.windowed), not ring caches."""
+        from omnicli.engine.windowed import WindowCodec
+
+        return isinstance(self.codec, WindowCodec)
+
+    def sampling_overrides(self) -> dict[str, object]:
         """Talker sampling settings the family's model card prescribes (override the profile's)."""
         return {}
 

@@ -29,7 +29,9 @@ on two rules that both paths share through this module:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -90,7 +92,7 @@ class CodecEncoder(nn.Module):
 ROW_TILE = 16  # GEMM row padding; a multiple of the BLAS row tiles seen on x86 (4 with AVX2, 8 with AVX-512)
 
 
-def rowwise(fn, x: torch.Tensor) -> torch.Tensor:
+def rowwise(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """Applies a row-wise `fn` to x (..., features) with the row count padded to a multiple of ROW_TILE."""
     lead = x.shape[:-1]
     rows = x.reshape(-1, x.shape[-1])
@@ -102,7 +104,9 @@ def rowwise(fn, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, out.shape[-1])
 
 
-def window_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, valid: torch.Tensor, context: int) -> torch.Tensor:
+def window_attention(
+    q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, valid: torch.Tensor, context: int
+) -> torch.Tensor:
     """Each query attends to its own window of `context` keys, oldest first.
 
     q: (B, N, H, D). k_buf, v_buf: (B, N + context - 1, H, D), contiguous,
@@ -116,7 +120,9 @@ def window_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, 
     b, n, h, d = q.shape
     length = k_buf.shape[1]
     if length != n + context - 1 or not (k_buf.is_contiguous() and v_buf.is_contiguous()):
-        raise ValueError(f"window_attention needs contiguous buffers of {n + context - 1} rows, got {tuple(k_buf.shape)}")
+        raise ValueError(
+            f"window_attention needs contiguous buffers of {n + context - 1} rows, got {tuple(k_buf.shape)}"
+        )
     # (B, N*H, context, D) with query-head i = n*H + h reading rows n.. of head h.
     shape, strides = (b, n * h, context, d), (length * h * d, d, h * d, 1)
     k_win = k_buf.as_strided(shape, strides, k_buf.storage_offset())
@@ -180,7 +186,9 @@ class Upsampler(nn.Module):
         for layer in self.net:
             if isinstance(layer, nn.ConvTranspose1d):
                 c_in, c_out, k = layer.weight.shape
-                weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)  # row j*c_out+co: output step j, channel co
+                # row j*c_out+co: output step j, channel co
+                weight = layer.weight.permute(2, 1, 0).reshape(k * c_out, c_in)
+                assert layer.bias is not None  # built with a bias above
                 bias = layer.bias.repeat(k)
                 x = rowwise(lambda r: F.linear(r, weight, bias), x).reshape(-1, c_out)
             else:
@@ -191,6 +199,8 @@ class Upsampler(nn.Module):
 class CodecDecoder(nn.Module):
     """Codes -> hidden states (windowed causal transformer) -> PCM."""
 
+    gain: torch.Tensor  # a registered buffer (nn.Module's attribute lookup does not say so)
+
     def __init__(self, cfg: CodecConfig):
         super().__init__()
         self.cfg = cfg
@@ -199,6 +209,11 @@ class CodecDecoder(nn.Module):
         self.norm = nn.LayerNorm(cfg.dim)
         self.upsample = Upsampler(cfg)
         self.register_buffer("gain", torch.tensor(cfg.output_gain))
+
+    @property
+    def blocks(self) -> list[DecoderLayer]:
+        """The transformer layers, typed (iterating an nn.ModuleList yields plain Modules)."""
+        return cast("list[DecoderLayer]", list(self.layers))
 
     def embed_codes(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: (..., num_codebooks) -> (..., dim)."""
@@ -217,7 +232,7 @@ class CodecDecoder(nn.Module):
         contexts = list(contexts or self.cfg.contexts)
         x = self.embed_codes(codes.to(self.gain.device)).unsqueeze(0)
         n = x.shape[1]
-        for layer, ctx in zip(self.layers, contexts):
+        for layer, ctx in zip(self.blocks, contexts):
             q, k, v = (t.transpose(1, 2) for t in layer.split_qkv(x))  # (1, N, H, D)
             # Position-ordered buffers with ctx - 1 missing (zero) keys before position 0.
             k_buf = F.pad(k, (0, 0, 0, 0, ctx - 1, 0)).contiguous()

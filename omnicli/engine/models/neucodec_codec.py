@@ -23,16 +23,22 @@ w2v-BERT (SeamlessM4T) feature extractor, on the same padded waveform
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
+from omnicli.engine.windowed import WindowCodec
+
+if TYPE_CHECKING:
+    from transformers import NeuCodecModel
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILES = ("model.safetensors",)
 
 
-def load_neucodec(folder: Path, *, dtype: str = "float32"):
+def load_neucodec(folder: Path, *, dtype: str = "float32") -> tuple[NeuCodecModel, EncoderFeatures]:
     """(model, feature function) from a folder in transformers' NeuCodec layout."""
     from transformers import NeuCodecModel
 
@@ -51,7 +57,9 @@ class EncoderFeatures:
         from transformers import SeamlessM4TFeatureExtractor
 
         self.sample_rate, self.hop = sample_rate, hop
-        self._mel = SeamlessM4TFeatureExtractor(feature_size=80, num_mel_bins=80, sampling_rate=sample_rate, stride=2, padding_value=1.0)
+        self._mel = SeamlessM4TFeatureExtractor(
+            feature_size=80, num_mel_bins=80, sampling_rate=sample_rate, stride=2, padding_value=1.0
+        )
 
     def __call__(self, pcm: np.ndarray) -> dict[str, torch.Tensor]:
         wav = np.pad(np.asarray(pcm, np.float32), (0, 1))
@@ -64,7 +72,7 @@ class EncoderFeatures:
 class NeuCodecReferenceEncoder(nn.Module):
     """Reference PCM (16 kHz, 1-D) -> codes (n, 1); what the engine's reference cache calls."""
 
-    def __init__(self, model: nn.Module, features):
+    def __init__(self, model: NeuCodecModel, features: EncoderFeatures):
         super().__init__()
         self.model = model
         self.features = features
@@ -77,12 +85,13 @@ class NeuCodecReferenceEncoder(nn.Module):
         return codes[0].transpose(0, 1).long()  # (n, 1)
 
 
-class NeuCodecCodec(nn.Module):
+class NeuCodecCodec(WindowCodec):
     """The windowed-codec face of NeuCodec for the engine's WindowedRunner."""
 
     num_codebooks = 1
+    encoder: NeuCodecReferenceEncoder
 
-    def __init__(self, model: nn.Module, features, *, lookback: int, lookahead: int, overlap: int):
+    def __init__(self, model: NeuCodecModel, features: EncoderFeatures, *, lookback: int, lookahead: int, overlap: int):
         super().__init__()
         self.model = model
         self.encoder = NeuCodecReferenceEncoder(model, features)

@@ -29,11 +29,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
 
 NAME = "neutts-air"
 
@@ -51,7 +57,6 @@ LANGUAGE = "en-us"  # the reference package's language for neuphonic/neutts-air
 # The reference package's generate call (temperature 1.0, top-k 50); its
 # context is 2048 tokens, prompt included.
 SAMPLING = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
-MAX_CONTEXT = 2048
 CHUNK_FRAMES, LOOKBACK_FRAMES, LOOKAHEAD_FRAMES, OVERLAP_FRAMES = 25, 51, 5, 2  # see the module docstring
 MAX_TEXT_BYTES = 1000
 MAX_REF_SECONDS = 15.0
@@ -63,22 +68,53 @@ TALKER = CheckpointSpec(
 CODEC = CheckpointSpec("codec", "codec_path", "neuphonic/neucodec", (("config.json",), ("model.safetensors",)))
 
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-NEUTTS_SPECIALS = [TEXT_REPLACE, SPEECH_REPLACE, TEXT_PROMPT_START, TEXT_PROMPT_END, SPEECH_GENERATION_START, SPEECH_GENERATION_END]
+NEUTTS_SPECIALS = [
+    TEXT_REPLACE,
+    SPEECH_REPLACE,
+    TEXT_PROMPT_START,
+    TEXT_PROMPT_END,
+    SPEECH_GENERATION_START,
+    SPEECH_GENERATION_END,
+]
 
 # Qwen2.5-0.5B dimensions (the NeuTTS Air backbone); the vocabulary grows by the speech tokens.
-REAL_TALKER = dict(
+# (Keyword arguments of transformers' configs: values of mixed types.)
+REAL_TALKER: dict[str, Any] = dict(
     hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
     head_dim=64, max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
     hidden_act="silu", use_sliding_window=False,
 )
-TINY_TALKER = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=32, max_position_embeddings=4096)
+TINY_TALKER: dict[str, Any] = dict(
+    REAL_TALKER,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    max_position_embeddings=4096,
+)
 REAL_TEXT_VOCAB, TINY_TEXT_VOCAB = 151643, 512  # regular (non-special) tokens before the added ones
 # NeuCodec's published dimensions (transformers' NeuCodecConfig defaults); the tiny one narrows every network.
-TINY_SEMANTIC = dict(model_type="wav2vec2-bert", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, output_hidden_size=32)
-TINY_CODEC = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                  head_dim=32, encoder_hidden_size=4, quantization_dim=96, semantic_model_config=TINY_SEMANTIC)
+TINY_SEMANTIC: dict[str, Any] = dict(
+    model_type="wav2vec2-bert",
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    output_hidden_size=32,
+)
+TINY_CODEC: dict[str, Any] = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    head_dim=32,
+    encoder_hidden_size=4,
+    quantization_dim=96,
+    semantic_model_config=TINY_SEMANTIC,
+)
 
 
 def speech_token(code: int) -> str:
@@ -110,7 +146,9 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=False)
+    write_published_talker_config(
+        dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=False
+    )
     tiny_tokenizer.build(dest / "talker", regular_size=text_vocab, added=added_tokens(), bos=None,
                          eos="<|im_end|>", pad="<|endoftext|>")
     torch.manual_seed(seed + 1)
@@ -122,7 +160,7 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
             "codec_parameters": sum(p.numel() for p in codec.parameters()), "vocab_size": vocab}
 
 
-def _randomize(model) -> None:
+def _randomize(model: nn.Module) -> None:
     """transformers initialises parts of NeuCodec to zero (its output is then silence): draw every matrix instead."""
     import torch
 
@@ -138,10 +176,12 @@ class NeuTTSAdapter(ModelAdapter):
     channels = 1
     num_codebooks = 1
     max_text_bytes = MAX_TEXT_BYTES
-    windowed = True
     uses_reference = True
+    codec: NeuCodecCodec
 
-    def __init__(self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None):
+    def __init__(
+        self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
+    ):
         from tokenizers import Tokenizer
 
         from omnicli.engine.models.neucodec_codec import NeuCodecCodec, load_neucodec
@@ -160,7 +200,9 @@ class NeuTTSAdapter(ModelAdapter):
         self.ids = self._resolve_ids()
         self.phonemize = Phonemizer(language)
         model, features = load_neucodec(codec_path, dtype="float32" if codec_dtype == "float64" else codec_dtype)
-        self.codec = NeuCodecCodec(model, features, lookback=LOOKBACK_FRAMES, lookahead=LOOKAHEAD_FRAMES, overlap=OVERLAP_FRAMES)
+        self.codec = NeuCodecCodec(
+            model, features, lookback=LOOKBACK_FRAMES, lookahead=LOOKAHEAD_FRAMES, overlap=OVERLAP_FRAMES
+        )
         self.sample_rate = self.codec.sample_rate
         self.ref_sample_rate = self.codec.input_sample_rate
         self.frame_rate = self.sample_rate / self.codec.hop
@@ -169,21 +211,31 @@ class NeuTTSAdapter(ModelAdapter):
         self._middle = self.tokenizer.encode(PROMPT_MIDDLE, add_special_tokens=False).ids
 
     @classmethod
-    def load(cls, model_path: str | None, codec_path: str | None, **kw) -> "NeuTTSAdapter":
-        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), **kw)
+    def load(
+        cls, model_path: str | None, codec_path: str | None, *, codec_dtype: str = "float32",
+        options: dict | None = None,
+    ) -> NeuTTSAdapter:
+        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), codec_dtype=codec_dtype,
+                   options=options)
 
     def _resolve_ids(self) -> dict[str, int]:
         """Special and speech token ids from the checkpoint's tokenizer; the speech range must be contiguous."""
         names = [TEXT_PROMPT_START, TEXT_PROMPT_END, SPEECH_GENERATION_START, SPEECH_GENERATION_END]
-        ids = {n: self.tokenizer.token_to_id(n) for n in names}
-        missing = [n for n, i in ids.items() if i is None]
-        first, last = self.tokenizer.token_to_id(speech_token(0)), self.tokenizer.token_to_id(speech_token(CODEBOOK_SIZE - 1))
+        found = {n: self.tokenizer.token_to_id(n) for n in names}
+        missing = [n for n, i in found.items() if i is None]
+        first, last = (
+            self.tokenizer.token_to_id(speech_token(0)),
+            self.tokenizer.token_to_id(speech_token(CODEBOOK_SIZE - 1)),
+        )
         if missing or first is None or last is None:
             missing += [t for t, i in ((speech_token(0), first), (speech_token(CODEBOOK_SIZE - 1), last)) if i is None]
-            raise ValueError(f"{self.talker_path}/tokenizer.json is not a NeuTTS tokenizer: it lacks {', '.join(missing)}")
+            raise ValueError(
+                f"{self.talker_path}/tokenizer.json is not a NeuTTS tokenizer: it lacks {', '.join(missing)}"
+            )
         probe = [self.tokenizer.token_to_id(speech_token(c)) for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]
         if last - first != CODEBOOK_SIZE - 1 or probe != [first + c for c in (1, 4097, 30000, CODEBOOK_SIZE - 2)]:
             raise ValueError(f"{self.talker_path}/tokenizer.json: the speech tokens are not contiguous ids")
+        ids = {n: i for n, i in found.items() if i is not None}  # all of them: none is missing here
         ids["speech_0"] = first
         return ids
 
@@ -191,7 +243,9 @@ class NeuTTSAdapter(ModelAdapter):
     def phonemes(self, ref_text: str, text: str) -> str:
         return self.phonemize(ref_text) + " " + self.phonemize(text)
 
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         if ref_codes is None:
             raise ValueError(f"{NAME} clones a reference voice: every request needs reference audio and its transcript")
         phones = self.tokenizer.encode(self.phonemes(ref_text, text), add_special_tokens=False).ids
@@ -220,11 +274,11 @@ class NeuTTSAdapter(ModelAdapter):
     def target_tokens(self, text: str) -> int | None:
         return None  # <|SPEECH_GENERATION_END|> ends the utterance
 
-    def sampling_overrides(self) -> dict:
+    def sampling_overrides(self) -> dict[str, object]:
         return dict(self.sampling)
 
 
 def load_adapter(*, model_path: str | None, codec_path: str | None, codec_dtype: str, options: dict | None,
-                 **_seed) -> NeuTTSAdapter:
+                 **_seed: object) -> NeuTTSAdapter:
     """The family registry's loader (omnicli.families)."""
     return NeuTTSAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)

@@ -24,6 +24,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ BYTES_PER_SECOND = 14.0
 MAX_TEXT_BYTES = 500
 MAX_REF_SECONDS = 15.0
 
-TALKER_CONFIG = dict(
+TALKER_CONFIG: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE,
     hidden_size=384,
     intermediate_size=1024,
@@ -131,6 +132,7 @@ class OmniTinyAdapter(ModelAdapter):
     frame_rate = 12.5
     num_codebooks = NUM_CODEBOOKS
     max_text_bytes = MAX_TEXT_BYTES
+    codec: StreamingCodec
 
     def __init__(self, path: Path, codec_dtype: str = "float32"):
         import torch
@@ -149,7 +151,9 @@ class OmniTinyAdapter(ModelAdapter):
     def load(cls, seed: int = DEFAULT_SEED, codec_dtype: str = "float32") -> "OmniTinyAdapter":
         return cls(build(seed), codec_dtype=codec_dtype)
 
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         prompt = [BOS, REF_TEXT, *ref_text.encode("utf-8"), TEXT, *text.encode("utf-8"), REF_AUDIO]
         if ref_codes is not None and len(ref_codes):
             offsets = CODEC_OFFSET + CODEBOOK_SIZE * np.arange(NUM_CODEBOOKS)
@@ -171,6 +175,6 @@ class OmniTinyAdapter(ModelAdapter):
         return frames * NUM_CODEBOOKS
 
 
-def load_adapter(*, seed: int | None, codec_dtype: str, **_checkpoints) -> OmniTinyAdapter:
+def load_adapter(*, seed: int | None, codec_dtype: str, **_checkpoints: object) -> OmniTinyAdapter:
     """The family registry's loader (omnicli.families): omni-tiny needs no checkpoints, only its seed."""
     return OmniTinyAdapter.load(DEFAULT_SEED if seed is None else seed, codec_dtype)

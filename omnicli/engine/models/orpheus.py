@@ -34,11 +34,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omnicli.engine.models.base import ModelAdapter
 from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
+
+if TYPE_CHECKING:
+    from omnicli.engine.models.snac_codec import SnacCodec
 
 NAME = "orpheus"
 
@@ -70,10 +74,12 @@ TALKER = CheckpointSpec(
     "talker", "model_path", "canopylabs/orpheus-3b-0.1-ft",
     (("config.json",), ("tokenizer.json",), ("model.safetensors", "model.safetensors.index.json")),
 )
-CODEC = CheckpointSpec("codec", "codec_path", "hubertsiuzdak/snac_24khz", (("config.json",), ("pytorch_model.bin", "model.safetensors")))
+CODEC = CheckpointSpec(
+    "codec", "codec_path", "hubertsiuzdak/snac_24khz", (("config.json",), ("pytorch_model.bin", "model.safetensors"))
+)
 
 # The published talker config (canopylabs/orpheus-3b-0.1-ft, a Llama 3.2 3B).
-REAL_TALKER = dict(
+REAL_TALKER: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE, hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
     num_attention_heads=24, num_key_value_heads=8, head_dim=128, max_position_embeddings=131072,
     rms_norm_eps=1e-5, rope_theta=500000.0,
@@ -81,13 +87,13 @@ REAL_TALKER = dict(
                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     tie_word_embeddings=True, bos_token_id=BEGIN_OF_TEXT, eos_token_id=END_OF_TEXT, hidden_act="silu",
 )
-TINY_TALKER = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+TINY_TALKER: dict[str, Any] = dict(REAL_TALKER, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, head_dim=32)
 # The published SNAC 24 kHz config; the tiny one narrows the networks only.
-REAL_SNAC = dict(sampling_rate=24000, encoder_dim=48, encoder_rates=[2, 4, 8, 8], decoder_dim=1024,
+REAL_SNAC: dict[str, Any] = dict(sampling_rate=24000, encoder_dim=48, encoder_rates=[2, 4, 8, 8], decoder_dim=1024,
                  decoder_rates=[8, 8, 4, 2], attn_window_size=None, codebook_size=4096, codebook_dim=8,
                  vq_strides=[4, 2, 1], noise=True, depthwise=True)
-TINY_SNAC = dict(REAL_SNAC, encoder_dim=8, decoder_dim=64)
+TINY_SNAC: dict[str, Any] = dict(REAL_SNAC, encoder_dim=8, decoder_dim=64)
 
 
 def special_tokens() -> list[str]:
@@ -115,7 +121,9 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
     finally:
         torch.set_default_dtype(default_dtype)
     talker.save_pretrained(dest / "talker", safe_serialization=True)
-    write_published_talker_config(dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=True)
+    write_published_talker_config(
+        dest / "talker" / "config.json", rope_theta=REAL_TALKER["rope_theta"], keep_rope_scaling=True
+    )
     tiny_tokenizer.build(dest / "talker", regular_size=128000, added=special_tokens(),
                          bos="<|begin_of_text|>", eos="<|eot_id|>")
     torch.manual_seed(seed + 1)
@@ -146,9 +154,11 @@ class OrpheusAdapter(ModelAdapter):
     channels = 1
     num_codebooks = FRAME_TOKENS  # talker tokens per frame
     max_text_bytes = MAX_TEXT_BYTES
-    windowed = True
+    codec: SnacCodec
 
-    def __init__(self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None):
+    def __init__(
+        self, talker_path: Path, codec_path: Path, *, codec_dtype: str = "float32", options: dict | None = None
+    ):
         from tokenizers import Tokenizer
 
         from omnicli.engine.models.snac_codec import SnacCodec, load_snac
@@ -162,7 +172,10 @@ class OrpheusAdapter(ModelAdapter):
             raise ValueError(f"model_options.mode for {NAME} must be one of {', '.join(MODES)}; got {self.mode!r}")
         pretrained = self.mode == "pretrained"
         if pretrained and options.get("voice"):
-            raise ValueError(f"model_options.voice applies to the finetuned {NAME} model only; the pretrained one has no named voices")
+            raise ValueError(
+                f"model_options.voice applies to the finetuned {NAME} model only; the pretrained one has no "
+                "named voices"
+            )
         self.voice = str(options.pop("voice", "" if pretrained else DEFAULT_VOICE) or "")
         # The finetuned model speaks in named voices and ignores reference audio;
         # the pretrained one continues a reference and has no voice names.
@@ -182,8 +195,12 @@ class OrpheusAdapter(ModelAdapter):
         self.max_ref_samples = 20 * self.sample_rate
 
     @classmethod
-    def load(cls, model_path: str | None, codec_path: str | None, **kw) -> "OrpheusAdapter":
-        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), **kw)
+    def load(
+        cls, model_path: str | None, codec_path: str | None, *, codec_dtype: str = "float32",
+        options: dict | None = None,
+    ) -> OrpheusAdapter:
+        return cls(locate(TALKER, model_path, NAME), locate(CODEC, codec_path, NAME), codec_dtype=codec_dtype,
+                   options=options)
 
     def _check_ids(self) -> None:
         """The checkpoint's tokenizer must put Orpheus' specials where the prompt layout expects them."""
@@ -191,10 +208,14 @@ class OrpheusAdapter(ModelAdapter):
                   "<|begin_of_text|>": BEGIN_OF_TEXT, "<custom_token_10>": CODE_OFFSET}
         wrong = {t: self.tokenizer.token_to_id(t) for t, i in expect.items() if self.tokenizer.token_to_id(t) != i}
         if wrong:
-            raise ValueError(f"{self.talker_path}/tokenizer.json is not an Orpheus tokenizer: token ids {wrong} differ from {expect}")
+            raise ValueError(
+                f"{self.talker_path}/tokenizer.json is not an Orpheus tokenizer: token ids {wrong} differ from {expect}"
+            )
 
     # -- prompt and tokens ----------------------------------------------------
-    def build_prompt(self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None) -> list[int]:
+    def build_prompt(
+        self, text: str, ref_text: str, ref_codes: np.ndarray | None, voice: str | None = None
+    ) -> list[int]:
         if self.mode == "pretrained":
             return self._continuation(text, ref_text, ref_codes)
         # The finetuned model speaks in a named voice (the request's, else the profile's); reference audio is ignored.
@@ -210,7 +231,10 @@ class OrpheusAdapter(ModelAdapter):
         if ref_codes is None or not len(ref_codes):
             return self._human_turn(text)  # plain text-conditioned generation
         if not ref_text.strip():
-            raise ValueError(f"pretrained {NAME} continues a reference: the reference audio needs its transcript (prompt_text / ref_text)")
+            raise ValueError(
+                f"pretrained {NAME} continues a reference: the reference audio needs its transcript (prompt_text "
+                "/ ref_text)"
+            )
         ref_tokens = self.codes_to_tokens(dedup_frames(ref_codes)).tolist()
         return [*self._human_turn(ref_text), *ref_tokens, *REFERENCE_END, *self._human_turn(text)]
 
@@ -235,11 +259,11 @@ class OrpheusAdapter(ModelAdapter):
     def target_tokens(self, text: str) -> int | None:
         return None  # the stop token ends the utterance
 
-    def sampling_overrides(self) -> dict:
+    def sampling_overrides(self) -> dict[str, object]:
         return dict(self.sampling)
 
 
 def load_adapter(*, model_path: str | None, codec_path: str | None, codec_dtype: str, options: dict | None,
-                 **_seed) -> OrpheusAdapter:
+                 **_seed: object) -> OrpheusAdapter:
     """The family registry's loader (omnicli.families)."""
     return OrpheusAdapter.load(model_path, codec_path, codec_dtype=codec_dtype, options=options)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import threading
 
-ESPEAK_OPTIONS = dict(preserve_punctuation=True, with_stress=True, words_mismatch="ignore", language_switch="remove-flags")
+ESPEAK_OPTIONS = dict(
+    preserve_punctuation=True, with_stress=True, words_mismatch="ignore", language_switch="remove-flags"
+)
 
 
 class PhonemizerMissing(RuntimeError):
@@ -37,7 +39,9 @@ class Phonemizer:
         try:
             self._backend = EspeakBackend(language=language, **ESPEAK_OPTIONS)
         except RuntimeError as exc:  # phonemizer raises RuntimeError when the espeak library is absent
-            raise PhonemizerMissing(f"espeak-ng is not usable ({exc}); install it with apt-get install espeak-ng") from exc
+            raise PhonemizerMissing(
+                f"espeak-ng is not usable ({exc}); install it with apt-get install espeak-ng"
+            ) from exc
         self.language = language
         self._lock = threading.Lock()  # one espeak instance is not safe to share across threads
 

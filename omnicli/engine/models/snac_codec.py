@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
+
+from omnicli.engine.windowed import WindowCodec
+
+if TYPE_CHECKING:
+    from snac import SNAC  # untyped package: its model reads as Any
 
 FRAME_CODES = 7
 C1_COLS = (1, 4)
@@ -56,7 +62,7 @@ def drop_noise(model: nn.Module) -> int:
     return count
 
 
-def load_snac(folder: Path, *, noise: bool = True, dtype: str = "float32") -> nn.Module:
+def load_snac(folder: Path, *, noise: bool = True, dtype: str = "float32") -> SNAC:
     """SNAC from a folder in the published layout (config.json + pytorch_model.bin)."""
     from snac import SNAC
 
@@ -90,7 +96,7 @@ def load_snac(folder: Path, *, noise: bool = True, dtype: str = "float32") -> nn
 class SnacReferenceEncoder(nn.Module):
     """Reference PCM (24 kHz, 1-D) -> Orpheus frames (n, 7); used by the reference cache."""
 
-    def __init__(self, snac: nn.Module):
+    def __init__(self, snac: SNAC):
         super().__init__()
         self.snac = snac
 
@@ -99,12 +105,13 @@ class SnacReferenceEncoder(nn.Module):
         return snac_to_frames(c0, c1, c2)[0]
 
 
-class SnacCodec(nn.Module):
+class SnacCodec(WindowCodec):
     """The windowed-codec face of SNAC for the engine's WindowedRunner."""
 
     num_codebooks = FRAME_CODES
+    encoder: SnacReferenceEncoder
 
-    def __init__(self, snac: nn.Module, *, lookback: int, lookahead: int, overlap: int = 0):
+    def __init__(self, snac: SNAC, *, lookback: int, lookahead: int, overlap: int = 0):
         super().__init__()
         self.snac = snac
         self.encoder = SnacReferenceEncoder(snac)
