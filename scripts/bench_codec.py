@@ -85,7 +85,9 @@ def bench_overhead(active: int, steps: int) -> None:
             sched.complete(row.request_id)
         per_step.append(time.perf_counter() - t0)
         assert len(plan.rows) == active
-    print(f"  scheduler (add {active} chunks + schedule + complete): median {statistics.median(per_step) * 1e6:.0f} us/step")
+    print(
+        f"  scheduler (add {active} chunks + schedule + complete): median {statistics.median(per_step) * 1e6:.0f} us/step"
+    )
 
     # The whole stage cycle around a real runner, minus the runner's time.
     decoder = load_model("omni-tiny").codec.decoder
@@ -154,11 +156,15 @@ def bench_engine(requests: int) -> None:
         "min_batch 16, wait 12 ms": base + ["codec.generation_min_batch_size=16", "codec.generation_max_wait_ms=12"],
     }
     print(f"\n[engine] profile cpu, {requests} concurrent requests ({sum(len(t) for t in texts)} text bytes)")
-    print(f"{'config':>26} {'audio-s/s':>10} {'wall s':>7} {'audio s':>8} {'1st audio s':>11} {'codec batch':>11} {'steps':>6} {'codec s':>8} {'windows':>8}")
+    print(
+        f"{'config':>26} {'audio-s/s':>10} {'wall s':>7} {'audio s':>8} {'1st audio s':>11} {'codec batch':>11} {'steps':>6} {'codec s':>8} {'windows':>8}"
+    )
     for name, sets in configs.items():
         r = asyncio.run(_engine_run(sets, texts))
-        print(f"{name:>26} {r['audio_s_per_s']:>10.2f} {r['wall_s']:>7.1f} {r['audio_s']:>8.1f} {r['mean_first_audio_s']:>11.2f} "
-              f"{r['mean_codec_batch']:>11.2f} {r['codec_steps']:>6} {r['codec_compute_s']:>8.1f} {r['coalescing_waits']:>8}")
+        print(
+            f"{name:>26} {r['audio_s_per_s']:>10.2f} {r['wall_s']:>7.1f} {r['audio_s']:>8.1f} {r['mean_first_audio_s']:>11.2f} "
+            f"{r['mean_codec_batch']:>11.2f} {r['codec_steps']:>6} {r['codec_compute_s']:>8.1f} {r['coalescing_waits']:>8}"
+        )
 
 
 def main() -> None:
@@ -168,7 +174,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10, help="timed steps per backend and batch size")
     ap.add_argument("--steps", type=int, default=10, help="stage cycles for the overhead measurement")
     ap.add_argument("--requests", type=int, default=64, help="active/concurrent requests (overhead, engine)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for the micro-benchmarks (the cpu profile's codec.threads)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for the micro-benchmarks (the cpu profile's codec.threads)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     parts = set(args.part.split(","))

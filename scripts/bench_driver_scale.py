@@ -54,7 +54,12 @@ class StandIn:
         for i in range(2):
             await asyncio.sleep(0.001)
             last = i == 1
-            yield AudioChunk(np.full(SR // 10, 0.1, np.float32), last, time.perf_counter(), RequestInfo(finish_reason="stop") if last else None)
+            yield AudioChunk(
+                np.full(SR // 10, 0.1, np.float32),
+                last,
+                time.perf_counter(),
+                RequestInfo(finish_reason="stop") if last else None,
+            )
 
     def stats(self) -> EngineStats:
         return EngineStats()
@@ -104,10 +109,14 @@ def stand_in_figures(base: Path, rows: int, concurrency: int) -> None:
             shutil.rmtree(base / "outbig")
     _, _, grown = synth(StandIn(), mem, base / "out5000", concurrency, resolved)
     small_rate, small_cpu_rate = statistics.median(rates), statistics.median(cpu_rates)
-    print(f"1. synth -c {concurrency}, stand-in engine: 80 rows {small_rate:.1f} audio-s/s (runs {min(rates):.1f}-{max(rates):.1f}), "
-          f"{rows:,} rows {big_rate:.1f} audio-s/s: {big_rate / small_rate:.2f} of the 80-row rate (target >= 0.90)")
-    print(f"   per CPU second of the driver's process: 80 rows {small_cpu_rate:.1f} audio-s (runs {min(cpu_rates):.1f}-{max(cpu_rates):.1f}), "
-          f"{rows:,} rows {big_cpu_rate:.1f}: {big_cpu_rate / small_cpu_rate:.2f} (what the machine's other load does not move)")
+    print(
+        f"1. synth -c {concurrency}, stand-in engine: 80 rows {small_rate:.1f} audio-s/s (runs {min(rates):.1f}-{max(rates):.1f}), "
+        f"{rows:,} rows {big_rate:.1f} audio-s/s: {big_rate / small_rate:.2f} of the 80-row rate (target >= 0.90)"
+    )
+    print(
+        f"   per CPU second of the driver's process: 80 rows {small_cpu_rate:.1f} audio-s (runs {min(cpu_rates):.1f}-{max(cpu_rates):.1f}), "
+        f"{rows:,} rows {big_cpu_rate:.1f}: {big_cpu_rate / small_cpu_rate:.2f} (what the machine's other load does not move)"
+    )
     print(f"2. driver memory over 5,000 rows: {grown:+.1f} MB RSS (target < 50 MB)")
 
 
@@ -132,8 +141,10 @@ def real_figures(base: Path, rows: int, concurrency: int) -> None:
             run = SynthRun(engine, base / f"real-{n}", resolved=resolved, concurrency=concurrency)
             loop.run_until_complete(run.run(every[:n]))
             figures.append(sum(r.audio_seconds for r in run.results) / run.wall_seconds)
-        print(f"1b. synth -c {concurrency}, real engine (omni-tiny, cpu, 60 tokens): 80 rows {figures[0]:.2f} audio-s/s, "
-              f"{rows} rows {figures[1]:.2f} audio-s/s: {figures[1] / figures[0]:.2f}")
+        print(
+            f"1b. synth -c {concurrency}, real engine (omni-tiny, cpu, 60 tokens): 80 rows {figures[0]:.2f} audio-s/s, "
+            f"{rows} rows {figures[1]:.2f} audio-s/s: {figures[1] / figures[0]:.2f}"
+        )
     finally:
         loop.run_until_complete(engine.close())
         loop.close()
@@ -173,7 +184,9 @@ app(["bench", "-n", sys.argv[1], "-c", "8"], prog_name="omni")
 
 def bench_ctrl_c(prompts: int) -> None:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", BENCH, str(prompts)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BENCH, str(prompts)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     first = None
     for line in proc.stdout:
         if line.startswith("first request"):
@@ -187,8 +200,10 @@ def bench_ctrl_c(prompts: int) -> None:
     _, status, _ = os.wait4(proc.pid, 0)
     took = time.perf_counter() - sent
     code = os.waitstatus_to_exitcode(status)
-    print(f"3. omni bench -n {prompts:,} -c 8 (stand-in engine): first request {first:.1f} s after launch (the process start included), "
-          f"RSS {rss:.0f} MB while running; first Ctrl-C -> exit {code} in {took:.2f} s (target: 130 within the 5 s grace)")
+    print(
+        f"3. omni bench -n {prompts:,} -c 8 (stand-in engine): first request {first:.1f} s after launch (the process start included), "
+        f"RSS {rss:.0f} MB while running; first Ctrl-C -> exit {code} in {took:.2f} s (target: 130 within the 5 s grace)"
+    )
     if code != 130:
         print(rest[-2000:])
 

@@ -38,11 +38,19 @@ def main() -> None:
     model = NeuCodecModel(cfg).eval()
     neutts._randomize(model)
     model = model.to(getattr(torch, args.dtype))
-    codec = NeuCodecCodec(model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES, overlap=neutts.OVERLAP_FRAMES)
+    codec = NeuCodecCodec(
+        model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES, overlap=neutts.OVERLAP_FRAMES
+    )
     params = sum(p.numel() for p in model.acoustic_decoder.parameters()) / 1e6
     header = f"NeuCodec decoder {params:.1f} M parameters, {args.dtype}, {args.threads} threads"
     print_decode_costs(
-        codec, header, codebook_size=neutts.CODEBOOK_SIZE, seconds=args.seconds, batches=args.batches, chunks=args.chunks, warmup_frames=30,
+        codec,
+        header,
+        codebook_size=neutts.CODEBOOK_SIZE,
+        seconds=args.seconds,
+        batches=args.batches,
+        chunks=args.chunks,
+        warmup_frames=30,
     )
 
 

@@ -141,7 +141,9 @@ def phase_reference(cache: Path, args) -> dict:
     torch.set_num_threads(2)
     ckpt = cache / "checkpoint"
     data = json.loads((cache / "prompts.json").read_text())
-    backbone = AutoModelForCausalLM.from_pretrained(ckpt / "talker", dtype=torch.bfloat16, trust_remote_code=False).eval()
+    backbone = AutoModelForCausalLM.from_pretrained(
+        ckpt / "talker", dtype=torch.bfloat16, trust_remote_code=False
+    ).eval()
     model, features = load_neucodec(ckpt / "codec", dtype="float32")
     codec = NeuCodecCodec(model, features, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
                           overlap=neutts.OVERLAP_FRAMES)
@@ -263,10 +265,16 @@ def phase_engine(cache: Path, args, name: str) -> dict:
         stats = run.get("engine_stats", {})
         audio = run["total_audio_duration_s"]
         out[str(run["max_concurrency"])] = {
-            "rows": run["num_prompts"], "completed": run["completed"], "failed": run["failed"],
-            "wall_s": run["duration"], "audio_s": audio, "audio_s_per_s": run["audio_throughput"],
+            "rows": run["num_prompts"],
+            "completed": run["completed"],
+            "failed": run["failed"],
+            "wall_s": run["duration"],
+            "audio_s": audio,
+            "audio_s_per_s": run["audio_throughput"],
             "talker_tokens_per_s": run["talker_tokens_per_s"],
-            "codec_ms_per_audio_s": 1000 * stats["codec_compute_s"] / audio if audio and "codec_compute_s" in stats else None,
+            "codec_ms_per_audio_s": 1000 * stats["codec_compute_s"] / audio
+            if audio and "codec_compute_s" in stats
+            else None,
             "mean_codec_batch_size": run["mean_codec_batch_size"],
             "mean_first_audio_ms": run["mean_audio_ttfp_ms"],
             "ref_hot_cold": [run.get("num_ref_hot"), run.get("num_ref_cold")],
@@ -295,8 +303,11 @@ def run_phase(name: str, cache: Path, argv: list[str], timeout: float, reuse: bo
         return json.loads(out.read_text())
     out.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, str(cache), "--phase", name, "--out", out.name, *argv], env=child_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, str(cache), "--phase", name, "--out", out.name, *argv],
+        env=child_env(),
+        start_new_session=True,
+    )
     try:
         rc = proc.wait(timeout=timeout)
     except BaseException:
@@ -305,7 +316,10 @@ def run_phase(name: str, cache: Path, argv: list[str], timeout: float, reuse: bo
         raise
     if rc != 0 or not out.exists():
         raise SystemExit(f"phase {name} failed (exit {rc})")
-    print(f"[{time.strftime('%H:%M:%S')}] phase {stem}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"[{time.strftime('%H:%M:%S')}] phase {stem}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     return json.loads(out.read_text())
 
 
@@ -353,7 +367,9 @@ def report(res: dict, args) -> None:
         print("  " + (p.describe(" audio-s/s") if p.values else f"{p.name}: no completed round"))
 
     print("\nmedians over rounds:")
-    head = f"{'run':<22}{'tok/s':>8}{'codec ms/aud-s':>16}{'audio-s/s':>11}{'1st audio ms':>14}{'x ref':>7}{'effic.':>8}"
+    head = (
+        f"{'run':<22}{'tok/s':>8}{'codec ms/aud-s':>16}{'audio-s/s':>11}{'1st audio ms':>14}{'x ref':>7}{'effic.':>8}"
+    )
     print(head)
     print("-" * len(head))
     ref_speed = ref.median if ref.values else None
@@ -406,13 +422,21 @@ def report(res: dict, args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cache", type=Path, help="folder for the checkpoint (built once, reused) and the results")
-    ap.add_argument("--quick", action="store_true", help="16 rows of 1 s of audio: about 30 minutes a round on a loaded 2-core CPU, mostly engine start-ups and c=1")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="16 rows of 1 s of audio: about 30 minutes a round on a loaded 2-core CPU, mostly engine start-ups and c=1",
+    )
     ap.add_argument("--rows", type=int, default=32, help="rows per pass (each concurrency, and the reference loop)")
     ap.add_argument("--tokens", type=int, default=100, help="talker tokens per row (50 per second of audio)")
     ap.add_argument("--concurrency", default="1,8,32")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the compared phases (an interval needs 3)")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds of the compared phases (an interval needs 3)"
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase")
-    ap.add_argument("--reuse", action="store_true", help="reuse the results of phases already run in CACHE (same options!)")
+    ap.add_argument(
+        "--reuse", action="store_true", help="reuse the results of phases already run in CACHE (same options!)"
+    )
     ap.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)  # with --phase: the file name of its JSON in CACHE
     args = ap.parse_args()

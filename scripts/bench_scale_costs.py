@@ -74,11 +74,28 @@ def fill_folder(out: Path, manifest, resolved, wavs: Wavs, shard: ShardSpec | No
     with open(out / RESULTS, "w", encoding="utf-8") as f:
         for row in manifest.rows:
             wavs.link(out / f"{row.utt}.wav")
-            result = SynthResult(utt=row.utt, status=Status.OK, line=row.line_no, wav=f"{row.utt}.wav", audio_seconds=0.1,
-                                 ttfp_s=0.05, e2el_s=0.2, rtf=2.0, finish_reason="stop", ref_cache="none",
-                                 input_digest=input_digest(row), profile_digest=resolved.digest, finished_at="2026-12-01T00:00:00+00:00")
+            result = SynthResult(
+                utt=row.utt,
+                status=Status.OK,
+                line=row.line_no,
+                wav=f"{row.utt}.wav",
+                audio_seconds=0.1,
+                ttfp_s=0.05,
+                e2el_s=0.2,
+                rtf=2.0,
+                finish_reason="stop",
+                ref_cache="none",
+                input_digest=input_digest(row),
+                profile_digest=resolved.digest,
+                finished_at="2026-12-01T00:00:00+00:00",
+            )
             f.write(result.to_line() + "\n")
-    write_summary(out, build_synth_summary(manifest, out, None, resolved=resolved, started_at="t0", shard=str(shard) if shard else None))
+    write_summary(
+        out,
+        build_synth_summary(
+            manifest, out, None, resolved=resolved, started_at="t0", shard=str(shard) if shard else None
+        ),
+    )
 
 
 def timed(args: list[str]) -> tuple[float, float, int]:
@@ -106,11 +123,17 @@ def measure(rows: int, work: Path, steps: list[str]) -> dict[str, tuple[float, f
         fill_folder(shards[-1], select_shard(manifest, spec), resolved, wavs, spec)
     m = str(manifest_path)
     commands = {
-        "planning": ("planning (--limit 5, new folder)", ["synth", m, "--out", str(work / "new"), "--limit", "5", "-p", "cpu", *NO_ENGINE]),
+        "planning": (
+            "planning (--limit 5, new folder)",
+            ["synth", m, "--out", str(work / "new"), "--limit", "5", "-p", "cpu", *NO_ENGINE],
+        ),
         "resume": ("resume (all ok)", ["synth", m, "--out", str(done), "-p", "cpu"]),
         "resume-limit": ("resume (--limit 5)", ["synth", m, "--out", str(done), "--limit", "5", "-p", "cpu"]),
         "merge": ("merge (8 shards)", ["synth-merge", *map(str, shards), "--out", str(work / "merged")]),
-        "re-merge": ("merge again into the same folder", ["synth-merge", *map(str, shards), "--out", str(work / "merged")]),
+        "re-merge": (
+            "merge again into the same folder",
+            ["synth-merge", *map(str, shards), "--out", str(work / "merged")],
+        ),
     }
     return {label: timed(args) for step, (label, args) in commands.items() if step in steps}
 
@@ -118,8 +141,12 @@ def measure(rows: int, work: Path, steps: list[str]) -> dict[str, tuple[float, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000, help="the full size; the small one is a tenth of it")
-    parser.add_argument("--tmp", type=Path, default=None, help="where to build the folders (default: the system's temp folder)")
-    parser.add_argument("--steps", default="planning,resume,resume-limit,merge,re-merge", help="which of them to run, in this order")
+    parser.add_argument(
+        "--tmp", type=Path, default=None, help="where to build the folders (default: the system's temp folder)"
+    )
+    parser.add_argument(
+        "--steps", default="planning,resume,resume-limit,merge,re-merge", help="which of them to run, in this order"
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="omni-scale-", dir=args.tmp))
     try:
@@ -129,10 +156,14 @@ def main() -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs")
-    print(f"{'step':34} {'rows':>8} {'s':>7} {'MB':>7} | {'rows':>8} {'s':>7} {'MB':>7} | {'time x':>6} {'mem x':>6}  exit")
+    print(
+        f"{'step':34} {'rows':>8} {'s':>7} {'MB':>7} | {'rows':>8} {'s':>7} {'MB':>7} | {'time x':>6} {'mem x':>6}  exit"
+    )
     for step in small:
         (ts, ms, cs), (tf, mf, cf) = small[step], full[step]
-        print(f"{step:34} {args.rows // 10:>8,} {ts:>7.2f} {ms:>7.0f} | {args.rows:>8,} {tf:>7.2f} {mf:>7.0f} | {tf / ts:>6.1f} {mf / ms:>6.1f}  {cs},{cf}")
+        print(
+            f"{step:34} {args.rows // 10:>8,} {ts:>7.2f} {ms:>7.0f} | {args.rows:>8,} {tf:>7.2f} {mf:>7.0f} | {tf / ts:>6.1f} {mf / ms:>6.1f}  {cs},{cf}"
+        )
     print("target: time x within 12 for 10x the rows (exit 3 for planning: the engine refused, as intended)")
 
 

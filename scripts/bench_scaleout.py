@@ -49,8 +49,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         "an interval needs 3 or more)")
     parser.add_argument("--cpus-per-engine", type=float, default=1.0)
     parser.add_argument("--gpus-per-engine", type=float, default=0.0)
-    parser.add_argument("--ray-address", default=None, help="join this cluster (auto|HOST:PORT); default: start a local one")
-    parser.add_argument("--out", type=Path, default=None, help="keep the result files here (default: a temporary folder)")
+    parser.add_argument(
+        "--ray-address", default=None, help="join this cluster (auto|HOST:PORT); default: start a local one"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="keep the result files here (default: a temporary folder)"
+    )
     args = parser.parse_args(argv)
     args.engine_counts = list(dict.fromkeys(int(n) for n in args.engines.split(",") if n.strip()))
     if args.rounds < 1:
@@ -58,12 +62,27 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, bench_args or list(DEFAULT_BENCH)
 
 
-def run_bench(engines: int, args: argparse.Namespace, bench_args: list[str], out: Path, round_: int) -> tuple[int, dict | None]:
+def run_bench(
+    engines: int, args: argparse.Namespace, bench_args: list[str], out: Path, round_: int
+) -> tuple[int, dict | None]:
     from omnicli.cli import app
 
     name = f"engines{engines}-round{round_ + 1}.json"
-    argv = ["bench", "--ray", "--engines", str(engines), "--cpus-per-engine", f"{args.cpus_per_engine:g}",
-            "--gpus-per-engine", f"{args.gpus_per_engine:g}", *bench_args, "--result-dir", str(out), "--result-filename", name]
+    argv = [
+        "bench",
+        "--ray",
+        "--engines",
+        str(engines),
+        "--cpus-per-engine",
+        f"{args.cpus_per_engine:g}",
+        "--gpus-per-engine",
+        f"{args.gpus_per_engine:g}",
+        *bench_args,
+        "--result-dir",
+        str(out),
+        "--result-filename",
+        name,
+    ]
     if args.ray_address:
         argv += ["--ray-address", args.ray_address]
     try:
@@ -116,28 +135,37 @@ def summary_lines(counts: list[int], documents: dict[int, list[dict]], rounds: d
     """Per load shape and engine count: median audio-s/s over rounds, min-max, load, per-engine medians, ratio."""
     from omnicli.benchmark.compare import PhaseRounds, ratio_summary
 
-    shapes = list(dict.fromkeys(run["label"].split("/")[-1] for docs in documents.values() for d in docs for run in d["runs"]))
+    shapes = list(
+        dict.fromkeys(run["label"].split("/")[-1] for docs in documents.values() for d in docs for run in d["runs"])
+    )
     lines = []
     for shape in shapes:
         base: PhaseRounds | None = None
         for n in counts:
             runs = [next((r for r in d["runs"] if r["label"].endswith("/" + shape)), None) for d in documents[n]]
             done = [r for r in runs if r is not None]
-            phase = PhaseRounds(f"{n} engine(s) {shape}", [r["audio_throughput"] for r in done], rounds[f"{n} engine(s)"].load)
+            phase = PhaseRounds(
+                f"{n} engine(s) {shape}", [r["audio_throughput"] for r in done], rounds[f"{n} engine(s)"].load
+            )
             if not done:
                 lines.append(f"{phase.name}: no completed round")
                 continue
             per_engine = [[e.get("audio_throughput") for e in r["per_engine"]] for r in done]
             engine_medians = ", ".join(
-                f"{statistics.median(v):.2f}" if (v := [x[i] for x in per_engine if i < len(x) and x[i] is not None]) else "failed"
-                for i in range(max(len(x) for x in per_engine)))
+                f"{statistics.median(v):.2f}"
+                if (v := [x[i] for x in per_engine if i < len(x) and x[i] is not None])
+                else "failed"
+                for i in range(max(len(x) for x in per_engine))
+            )
             ttfp = [r["p50_audio_ttfp_ms"] for r in done if r.get("p50_audio_ttfp_ms") is not None]
             ttfp_text = f"; p50 TTFP {statistics.median(ttfp):.1f} ms" if ttfp else ""
             lines.append(f"{phase.describe(' audio-s/s')}; per engine {engine_medians}{ttfp_text}")
             if base is None:
                 base = phase
             elif base.values and min(base.values) > 0:
-                lines.append(f"  {n} engine(s) / {base.name.split(' ')[0]} engine(s): {ratio_summary(phase.values, base.values)}")
+                lines.append(
+                    f"  {n} engine(s) / {base.name.split(' ')[0]} engine(s): {ratio_summary(phase.values, base.values)}"
+                )
     return lines
 
 

@@ -36,7 +36,15 @@ def main() -> None:
     codec = SnacCodec(snac, lookback=1, lookahead=2)
     params = sum(p.numel() for p in snac.decoder.parameters()) / 1e6
     header = f"SNAC 24 kHz decoder {params:.1f} M parameters, {args.dtype}, {args.threads} threads"
-    print_decode_costs(codec, header, codebook_size=4096, seconds=args.seconds, batches=args.batches, chunks=args.chunks, warmup_frames=4)
+    print_decode_costs(
+        codec,
+        header,
+        codebook_size=4096,
+        seconds=args.seconds,
+        batches=args.batches,
+        chunks=args.chunks,
+        warmup_frames=4,
+    )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ class Server:
                "--deploy-config", str(overlay), "--port", str(port), "--host", "127.0.0.1"]
         # As the in-process engine runs (omnicli.vllm_omni.engine): spawned stages, no core pinning.
         env = {**os.environ, "VLLM_WORKER_MULTIPROC_METHOD": "spawn", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-        self.proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
     def wait_ready(self) -> float:
         t0 = time.perf_counter()
@@ -115,15 +117,51 @@ class Server:
 def http_round(ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: int, port: int, out: Path) -> dict:
     """One pass of vLLM-Omni's own client; its saved result JSON reduced to our four figures."""
     name = f"http-c{concurrency}-{time.time_ns()}.json"
-    cmd = [sys.executable, "-m", "vllm_omni.entrypoints.cli.main", "bench", "serve", "--omni",
-           "--backend", "openai-audio-speech", "--dataset-name", "seed-tts", "--dataset-path", str(dataset.parent.parent),
-           "--model", str(ckpt), "--host", "127.0.0.1", "--port", str(port), "--endpoint", "/v1/audio/speech",
-           "--num-prompts", str(rows), "--max-concurrency", str(concurrency), "--request-rate", "inf",
-           "--hf-output-len", str(tokens), "--disable-shuffle", "--percentile-metrics", "audio_ttfp",
-           "--metric-percentiles", "99", "--save-result", "--result-dir", str(out), "--result-filename", name]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm_omni.entrypoints.cli.main",
+        "bench",
+        "serve",
+        "--omni",
+        "--backend",
+        "openai-audio-speech",
+        "--dataset-name",
+        "seed-tts",
+        "--dataset-path",
+        str(dataset.parent.parent),
+        "--model",
+        str(ckpt),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--endpoint",
+        "/v1/audio/speech",
+        "--num-prompts",
+        str(rows),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--hf-output-len",
+        str(tokens),
+        "--disable-shuffle",
+        "--percentile-metrics",
+        "audio_ttfp",
+        "--metric-percentiles",
+        "99",
+        "--save-result",
+        "--result-dir",
+        str(out),
+        "--result-filename",
+        name,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        raise RuntimeError(f"vllm-omni bench serve failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"vllm-omni bench serve failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     result = json.loads((out / name).read_text())
     if not result.get("completed"):
         raise RuntimeError(f"the server answered none of {rows} requests ({result.get('failed')} failed)")
@@ -148,7 +186,9 @@ def _percentile(result: dict, metric: str, p: float) -> float:
 
 async def in_process_round(engine: Any, prompts: Sequence[Any], concurrency: int) -> dict:
     t0 = time.perf_counter()
-    result = await run_round(engine, prompts, LoadShape(concurrency=concurrency), id_prefix=f"c{concurrency}-{time.time_ns()}")
+    result = await run_round(
+        engine, prompts, LoadShape(concurrency=concurrency), id_prefix=f"c{concurrency}-{time.time_ns()}"
+    )
     wall = time.perf_counter() - t0
     ok = [r for r in result.records if r.ok]
     audio = sum(audio_duration(sum(r.chunk_samples), r.sample_rate) for r in ok)
@@ -297,7 +337,9 @@ def main() -> None:
     ap.add_argument("--stop-frames", type=float, default=25.0,
                     help="mean talker frames before EOS of a built checkpoint")
     ap.add_argument("--port", type=int, default=8091)
-    ap.add_argument("--max-num-seqs", type=int, default=0, help="slots per stage, both sides (0: the largest concurrency)")
+    ap.add_argument(
+        "--max-num-seqs", type=int, default=0, help="slots per stage, both sides (0: the largest concurrency)"
+    )
     ap.add_argument("--out", type=Path, default=Path("bench-vllm-omni-http"))
     args = ap.parse_args()
     sys.exit(main_run(args))

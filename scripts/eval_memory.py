@@ -77,7 +77,9 @@ def main() -> None:
         lines = stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             tail = (stderr.strip().splitlines() or ["(no output)"])[-1][:100]
-            print(f"{seconds:>7g}s {peak_mb:>8} {'-':>9} {'-':>7}  failed (exit {proc.returncode}, cap {args.cap_gb:g} GB): {tail}")
+            print(
+                f"{seconds:>7g}s {peak_mb:>8} {'-':>9} {'-':>7}  failed (exit {proc.returncode}, cap {args.cap_gb:g} GB): {tail}"
+            )
             continue
         out = json.loads(lines[-1])
         what = out["values"] or out["errors"] or out["error"]

@@ -36,12 +36,18 @@ SCRATCH = REPO / ".cache" / "mutation"
 # module name -> (source file, the tests that state its rules)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "chunker": ("omnicli/engine/chunker.py", ["tests/test_chunker.py"]),
-    "codec_scheduler": ("omnicli/engine/codec_scheduler.py", ["tests/test_codec_scheduler.py", "tests/test_codec_scheduler_edges.py"]),
+    "codec_scheduler": (
+        "omnicli/engine/codec_scheduler.py",
+        ["tests/test_codec_scheduler.py", "tests/test_codec_scheduler_edges.py"],
+    ),
     "manifest": ("omnicli/manifest.py", ["tests/test_manifest.py", "tests/test_manifest_edges.py"]),
     "normalize": ("omnicli/evaluation/normalize.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "wer": ("omnicli/evaluation/wer.py", ["tests/test_eval_scoring.py", "tests/test_wer_oracle.py"]),
     "metrics": ("omnicli/benchmark/metrics.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py"]),
-    "records": ("omnicli/driver/records.py", ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py", "tests/test_synth_driver.py"]),
+    "records": (
+        "omnicli/driver/records.py",
+        ["tests/test_bench_metrics.py", "tests/test_bench_metrics_edges.py", "tests/test_synth_driver.py"],
+    ),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py", "tests/test_shard.py"]),
     "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py", "tests/test_profile_loader_edges.py"]),
     "shard": ("omnicli/scaleout/shard.py", ["tests/test_shard.py"]),
@@ -69,12 +75,12 @@ EQUIVALENT: dict[str, str] = {
     "omnicli.benchmark.metrics.x_detailed_lists__mutmut_30": "min()'s default is only used for an empty round, whose t0 is never read",
     "omnicli.benchmark.metrics.x_distribution__mutmut_5": "the values times a float scale are float64 whatever the array's own dtype",
     "omnicli.benchmark.metrics.x_distribution__mutmut_7": "the values times a float scale are float64 whatever the array's own dtype",
-    "omnicli.manifest.x__parse_jsonl__mutmut_33": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
-    "omnicli.manifest.x__parse_jsonl__mutmut_35": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
-    "omnicli.manifest.x__parse_jsonl__mutmut_50": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
-    "omnicli.manifest.x__parse_jsonl__mutmut_52": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
-    "omnicli.manifest.x__parse_jsonl__mutmut_61": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
-    "omnicli.manifest.x__parse_jsonl__mutmut_63": "a missing key's default, None or \"\", becomes \"\" through the `or \"\"` that follows",
+    "omnicli.manifest.x__parse_jsonl__mutmut_33": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
+    "omnicli.manifest.x__parse_jsonl__mutmut_35": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
+    "omnicli.manifest.x__parse_jsonl__mutmut_50": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
+    "omnicli.manifest.x__parse_jsonl__mutmut_52": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
+    "omnicli.manifest.x__parse_jsonl__mutmut_61": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
+    "omnicli.manifest.x__parse_jsonl__mutmut_63": 'a missing key\'s default, None or "", becomes "" through the `or ""` that follows',
     "omnicli.manifest.x_check_utt_id__mutmut_6": "'.' also starts with '.', which the same line refuses",
     "omnicli.manifest.x_check_utt_id__mutmut_7": "'..' also starts with '.', which the same line refuses",
     "omnicli.manifest.x_read_manifest__mutmut_45": "'UTF-8' and 'utf-8' name the same codec",
@@ -179,7 +185,9 @@ def statuses(work: Path) -> dict[str, str]:
 
 def diff_of(work: Path, mutant: str) -> str:
     shown = mutmut(work, "show", mutant, check=False)
-    return "\n".join(line for line in shown.splitlines() if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))
+    return "\n".join(
+        line for line in shown.splitlines() if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))
+    )
 
 
 def run_module(module: str, jobs: int, show: bool) -> dict:
@@ -222,7 +230,9 @@ def main() -> int:
     results = [run_module(m, args.jobs, args.show) for m in (args.modules or list(MODULES))]
     print(f"{'module':<18} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'survived':>8} {'score':>7}")
     for r in results:
-        print(f"{r['module']:<18} {r['mutants']:>7} {r['killed']:>7} {r['equivalent']:>7} {r['survived']:>8} {r['score']:>6.1f}%")
+        print(
+            f"{r['module']:<18} {r['mutants']:>7} {r['killed']:>7} {r['equivalent']:>7} {r['survived']:>8} {r['score']:>6.1f}%"
+        )
     for r in results:
         for name, info in r["survivors"].items():
             print(f"\n{r['module']}: {name} ({info['status']})")

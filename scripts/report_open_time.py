@@ -48,13 +48,37 @@ def make_run(folder: Path, rows: int, seed: int = 0) -> Path:
         hyp = entry.text if i % 3 else entry.text.replace(entry.text.split()[1], rng.choice(["blue", "under", "it"]))
         score = score_utterance(entry.text, hyp, "en")
         duration = round(rng.uniform(1.5, 4.0), 2)
-        synth_rows.append({"utt": utt, "status": "ok", "line": i + 1, "wav": wav.name, "audio_seconds": duration,
-                           "ttfp_s": rng.uniform(0.1, 0.4), "e2el_s": duration * 0.5, "rtf": 0.5, "finish_reason": "stop",
-                           "flags": ["hit_cap"] if i % 97 == 0 else []})
-        eval_rows.append({"utt": utt, "wer": score.wer, "ref": entry.text, "hyp": hyp, "status": "ok", "ref_norm": score.ref_norm,
-                          "hyp_norm": score.hyp_norm, "audio_s": duration, "reasons": ["asr_mismatch"] if score.wer > 0.5 else [],
-                          "substitutions": score.substitutions, "deletions": score.deletions, "insertions": score.insertions,
-                          "reference": str(entry.prompt_wav)})
+        synth_rows.append(
+            {
+                "utt": utt,
+                "status": "ok",
+                "line": i + 1,
+                "wav": wav.name,
+                "audio_seconds": duration,
+                "ttfp_s": rng.uniform(0.1, 0.4),
+                "e2el_s": duration * 0.5,
+                "rtf": 0.5,
+                "finish_reason": "stop",
+                "flags": ["hit_cap"] if i % 97 == 0 else [],
+            }
+        )
+        eval_rows.append(
+            {
+                "utt": utt,
+                "wer": score.wer,
+                "ref": entry.text,
+                "hyp": hyp,
+                "status": "ok",
+                "ref_norm": score.ref_norm,
+                "hyp_norm": score.hyp_norm,
+                "audio_s": duration,
+                "reasons": ["asr_mismatch"] if score.wer > 0.5 else [],
+                "substitutions": score.substitutions,
+                "deletions": score.deletions,
+                "insertions": score.insertions,
+                "reference": str(entry.prompt_wav),
+            }
+        )
     (gen / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in synth_rows))
     (gen / "eval" / "eval_results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in eval_rows))
     wers = [r["wer"] for r in eval_rows]
@@ -82,7 +106,8 @@ def open_page(page_path: Path, screenshot: Path | None) -> dict:
         timings = {"open_s": wall, "script_done_s": ready_ms / 1000}
         if page.locator("th[data-key=wer]").count():
             timings["sort_by_wer_s"] = page.evaluate(
-                "() => { const t = performance.now(); document.querySelector('th[data-key=wer]').click(); return (performance.now() - t) / 1000; }")
+                "() => { const t = performance.now(); document.querySelector('th[data-key=wer]').click(); return (performance.now() - t) / 1000; }"
+            )
             timings["text_filter_s"] = page.evaluate(
                 """() => { const i = document.getElementById('f-text'); const t = performance.now(); i.value = 'salmon';
                      i.dispatchEvent(new Event('input')); return (performance.now() - t) / 1000; }""")

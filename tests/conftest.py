@@ -57,7 +57,14 @@ def engine(engine_harness):
 def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
     """Runs `python -m omnicli ARGS` in a subprocess (a real CLI run, own engine)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "omnicli", *args], capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "omnicli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        **kwargs,
+    )
 
 
 @pytest.fixture

@@ -49,7 +49,9 @@ CHILD = textwrap.dedent(
 
 def kill_mid_write(kind: str, target: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, kind, str(target)], stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, kind, str(target)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert child.stdout.readline().strip() == "in-write"  # blocks until the child is inside the write
         child.send_signal(signal.SIGKILL)
@@ -116,7 +118,9 @@ APPENDER_CHILD = textwrap.dedent(
 def test_jsonl_killed_while_appending_keeps_a_whole_prefix(tmp_path):
     path = tmp_path / "results.jsonl"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    child = subprocess.Popen([sys.executable, "-c", APPENDER_CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPENDER_CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert child.stdout.readline().strip() == "appending"
         child.send_signal(signal.SIGKILL)
@@ -169,7 +173,9 @@ def test_one_missing_sample_is_caught(tmp_path):
     assert not wav_matches(path, 1.0)
 
 
-@pytest.mark.parametrize("content", [b"", b"RIFF", b"RIFF\x00\x00\x00\x00WAVEfmt ", b"not a wav at all, no RIFF header"])
+@pytest.mark.parametrize(
+    "content", [b"", b"RIFF", b"RIFF\x00\x00\x00\x00WAVEfmt ", b"not a wav at all, no RIFF header"]
+)
 def test_damaged_headers_are_not_complete(tmp_path, content):
     path = tmp_path / "x.wav"
     path.write_bytes(content)
@@ -201,7 +207,9 @@ def test_resume_redoes_a_wav_whose_data_is_shorter_than_its_header_says(tmp_path
     out = tmp_path / "out"
     out.mkdir()
     wav = _wav(out)
-    recorded = SynthResult(utt="u", status=Status.OK, line=1, wav="u.wav", audio_seconds=1.0, input_digest=input_digest(row))
+    recorded = SynthResult(
+        utt="u", status=Status.OK, line=1, wav="u.wav", audio_seconds=1.0, input_digest=input_digest(row)
+    )
     (out / RESULTS).write_text(recorded.to_line() + "\n")
     manifest = Manifest(path=tmp_path / "meta.lst", rows=[row], errors=[])
     assert plan_run(manifest, out).done == ["u"]

@@ -143,7 +143,9 @@ def test_real_run_concurrency_1_and_8(tmp_path):
         assert run["audio_throughput"] > 0 and run["mean_audio_rtf"] > 0
         assert run["mean_audio_duration_s"] == pytest.approx(40 / 4 / 12.5)  # 10 frames at 12.5 frames/s
         assert run["codec_steps"] > 0 and run["talker_tokens"] >= 4 * 40
-        assert run["total_output_tokens"] == 4 * 40 and run["total_input_tokens"] > 0  # capped at 40 each; the failed one not counted
+        assert (
+            run["total_output_tokens"] == 4 * 40 and run["total_input_tokens"] > 0
+        )  # capped at 40 each; the failed one not counted
         assert len(run["utts"]) == 5 and run["errors"][4] and not any(run["errors"][:4])
         assert run["profile_digest"] and run["profile"]["model"] == "omni-tiny"
     # the same reference throughout: only the warmup encoded it (the over-long
@@ -166,7 +168,9 @@ def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monke
         return engines[-1]
 
     monkeypatch.setattr(bench_entry, "start_engine", hangs_in_the_second_pass)
-    result = runner.invoke(app, ["bench", "-c", "1,2", "-n", "3", "--result-dir", str(tmp_path), "--result-filename", "r.json"])
+    result = runner.invoke(
+        app, ["bench", "-c", "1,2", "-n", "3", "--result-dir", str(tmp_path), "--result-filename", "r.json"]
+    )
     text = " ".join(result.output.split())
     assert result.exit_code == 3, text
     assert "engine failed: codec stage stopped" in text
@@ -250,8 +254,12 @@ class StandInBench:
     def __init__(self, tmp_path: Path, mode: str):
         self.out = tmp_path
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", STAND_IN_BENCH, mode, str(tmp_path)], cwd=REPO, start_new_session=True,  # a shell job
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-c", STAND_IN_BENCH, mode, str(tmp_path)],
+            cwd=REPO,
+            start_new_session=True,  # a shell job
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.lines: list[str] = []
         self.engine_process: psutil.Process | None = None

@@ -42,7 +42,9 @@ def rendered(table) -> str:
 
 def test_rounds_alternate_between_profiles_on_engines_kept_warm():
     engines, obs = [], Tracker()
-    plan = BenchPlan(shapes=[LoadShape(concurrency=2), LoadShape(concurrency=4)], rounds=3, warmup_requests=1, interleave=True)
+    plan = BenchPlan(
+        shapes=[LoadShape(concurrency=2), LoadShape(concurrency=4)], rounds=3, warmup_requests=1, interleave=True
+    )
     results = asyncio.run(session_for(engines, ["a"] * 4, plan, labels=("a", "b"), observer=obs).run())
     assert len(engines) == 2 and all(e.closed for e in engines)  # one engine per profile, both closed at the end
     order = [e for e in obs.events if e[0] in ("start", "close", "round")]
@@ -86,13 +88,20 @@ def test_an_engine_that_cannot_start_beside_the_other_turns_into_one_engine_per_
         engines.append(engine)
         return engine
 
-    session = session_for([], ["a"] * 3, BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3, warmup_requests=2, interleave=True),
-                          labels=("a", "b"), observer=obs)
+    session = session_for(
+        [],
+        ["a"] * 3,
+        BenchPlan(shapes=[LoadShape(concurrency=2)], rounds=3, warmup_requests=2, interleave=True),
+        labels=("a", "b"),
+        observer=obs,
+    )
     session.pools = LocalPool.factory(start)
     results = asyncio.run(session.run())
     assert len(engines) == 1 + 6 and all(e.closed for e in engines) and not open_now  # the warm one, then one per round
     warnings = [e[1] for e in obs.events if e[0] == "warning"]
-    assert len(warnings) == 1 and "'b' failed to start" in warnings[0] and "started for each of its rounds" in warnings[0]
+    assert (
+        len(warnings) == 1 and "'b' failed to start" in warnings[0] and "started for each of its rounds" in warnings[0]
+    )
     rounds = [e[1:] for e in obs.events if e[0] == "round"]
     assert rounds == [(label, "c2", r) for r in range(3) for label in ("a", "b")]
     assert all(r.engine_restarts and len(r.rounds) == 3 for r in results)
@@ -152,7 +161,9 @@ def test_per_round_figures_and_ratio_with_interval_in_the_file_table_and_text():
 
 def rounds_of(values, key="audio_throughput"):
     """A run's `per_round` with `key` taking `values` (the other figures unknown)."""
-    return [BenchRoundFigures(round=i, load_avg=1.0, **{**dict.fromkeys(ROUND_KEYS), key: v}) for i, v in enumerate(values)]
+    return [
+        BenchRoundFigures(round=i, load_avg=1.0, **{**dict.fromkeys(ROUND_KEYS), key: v}) for i, v in enumerate(values)
+    ]
 
 
 def test_an_interval_that_spans_one_is_no_difference_measured():
@@ -164,11 +175,15 @@ def test_an_interval_that_spans_one_is_no_difference_measured():
 
 
 def test_fewer_than_three_rounds_give_a_ratio_and_no_interval():
-    (entry,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "audio_throughput"]
+    (entry,) = [
+        e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "audio_throughput"
+    ]
     assert entry["ratio"] == pytest.approx(2.0) and entry["low"] is None and entry["measured"] is None
     assert entry["summary"] == "2.00x, no interval (2 round(s); 3 needed)"
     # a metric no round has a figure for (all requests failed): said so, no ratio
-    (ttfp,) = [e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "mean_audio_ttfp_ms"]
+    (ttfp,) = [
+        e for e in round_ratios(rounds_of([1.0, 2.0]), rounds_of([3.0, 3.0])) if e["metric"] == "mean_audio_ttfp_ms"
+    ]
     assert ttfp["ratio"] is None and ttfp["summary"].startswith("no ratio")
 
 
@@ -189,17 +204,44 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
         return CrossLoopEngine(engine_harness)
 
     monkeypatch.setattr(bench_entry, "start_engine", start)
-    result = CliRunner().invoke(app, ["bench", "-p", "cpu", "--compare", "cpu", "--interleave", "--rounds", "3", "-n", "2",
-                                      "-c", "2", "--max-new-tokens", "16", "--format", "text", "--result-dir", str(tmp_path),
-                                      "--result-filename", "ab.json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "-p",
+            "cpu",
+            "--compare",
+            "cpu",
+            "--interleave",
+            "--rounds",
+            "3",
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "--max-new-tokens",
+            "16",
+            "--format",
+            "text",
+            "--result-dir",
+            str(tmp_path),
+            "--result-filename",
+            "ab.json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert starts == ["cpu", "cpu"]  # both engines started before the first round, kept for all six
     assert "rounds alternating between the profiles" in result.output
     lines = result.output.splitlines()
     block = lines[lines.index("== interleaved cpu#2/cpu c=2 ==") + 1:]
     assert [line.split(":")[0] for line in block[:6]] == [
-        "Audio throughput (audio s/s)", "Request throughput (req/s)", "Mean TTFP (ms)", "P99 TTFP (ms)", "Mean E2EL (ms)",
-        "Mean RTF"]
+        "Audio throughput (audio s/s)",
+        "Request throughput (req/s)",
+        "Mean TTFP (ms)",
+        "P99 TTFP (ms)",
+        "Mean E2EL (ms)",
+        "Mean RTF",
+    ]
     doc = json.loads((tmp_path / "ab.json").read_text())
     assert [len(run["per_round"]) for run in doc["runs"]] == [3, 3]
     assert all(f["audio_throughput"] > 0 and f["load_avg"] is not None for run in doc["runs"] for f in run["per_round"])
@@ -231,7 +273,10 @@ def test_bench_scaleout_prints_medians_spread_load_and_the_ratio_with_its_interv
 
     documents = {1: [doc(1.0, [1.0]), doc(1.2, [1.2]), doc(0.9, [0.9])],
                  2: [doc(1.6, [0.8, 0.8]), doc(1.8, [0.9, 0.9]), {"runs": []}]}  # 2 engines: one round failed
-    rounds = {"1 engine(s)": PhaseRounds("1", [], [1.0, 2.0, 3.0]), "2 engine(s)": PhaseRounds("2", [], [2.0, 2.0, 5.0])}
+    rounds = {
+        "1 engine(s)": PhaseRounds("1", [], [1.0, 2.0, 3.0]),
+        "2 engine(s)": PhaseRounds("2", [], [2.0, 2.0, 5.0]),
+    }
     lines = script.summary_lines([1, 2], documents, rounds)
     assert lines[0] == ("1 engine(s) c4: median 1.000 audio-s/s (min 0.900, max 1.200, 3 rounds, load 2.0); "
                         "per engine 1.00; p50 TTFP 200.0 ms")
@@ -246,15 +291,38 @@ def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys
     args = SimpleNamespace(rows=2, tokens=50, conc=[2], rounds=3)
 
     def engine(speed):
-        return {"2": {"audio_s_per_s": speed, "talker_tokens_per_s": 9.0, "codec_ms_per_audio_s": 400.0, "mean_first_audio_ms": 900.0}}
+        return {
+            "2": {
+                "audio_s_per_s": speed,
+                "talker_tokens_per_s": 9.0,
+                "codec_ms_per_audio_s": 400.0,
+                "mean_first_audio_ms": 900.0,
+            }
+        }
 
-    res = {"load_start": (1.0, 1.0, 1.0), "load_end": (2.0, 2.0, 2.0), "load": {name: [1.0, 2.0, 3.0] for name in script.COMPARED},
-           "rounds": {"reference": [{"audio_s_per_s": v, "talker_tokens_per_s": 5.0, "codec_ms_per_audio_s": 200.0,
-                                     "mean_first_audio_ms": 5000.0, "codec_cpu_s_per_audio_s": 0.5} for v in (0.1, 0.11, 0.09)],
-                      "talker": [{"2": {"audio_s_per_s": v, "talker_tokens_per_s": 30.0, "talker_cpu_s_per_audio_s": 1.5}}
-                                 for v in (0.6, 0.62, 0.58)],
-                      "engine-off": [engine(v) for v in (0.4, 0.42, 0.38)],
-                      "engine-on": [engine(v) for v in (0.41, 0.39, 0.43)]}}
+    res = {
+        "load_start": (1.0, 1.0, 1.0),
+        "load_end": (2.0, 2.0, 2.0),
+        "load": {name: [1.0, 2.0, 3.0] for name in script.COMPARED},
+        "rounds": {
+            "reference": [
+                {
+                    "audio_s_per_s": v,
+                    "talker_tokens_per_s": 5.0,
+                    "codec_ms_per_audio_s": 200.0,
+                    "mean_first_audio_ms": 5000.0,
+                    "codec_cpu_s_per_audio_s": 0.5,
+                }
+                for v in (0.1, 0.11, 0.09)
+            ],
+            "talker": [
+                {"2": {"audio_s_per_s": v, "talker_tokens_per_s": 30.0, "talker_cpu_s_per_audio_s": 1.5}}
+                for v in (0.6, 0.62, 0.58)
+            ],
+            "engine-off": [engine(v) for v in (0.4, 0.42, 0.38)],
+            "engine-on": [engine(v) for v in (0.41, 0.39, 0.43)],
+        },
+    }
     script.report(res, args)
     out = capsys.readouterr().out
     assert "reference loop (c=1): median 0.100 audio-s/s (min 0.090, max 0.110, 3 rounds, load 2.0)" in out
@@ -262,5 +330,8 @@ def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys
     assert "engine on / off no difference measured (1.02x" in out
     # ceiling on N cores: N / (1.5 + 0.5) audio-s/s; the engine's fraction is its median over that
     cores = len(__import__("os").sched_getaffinity(0))
-    assert f"ceiling {cores / 2.0:.3f} audio-s/s" in out and f"off {0.4 / (cores / 2.0):.2f}, on {0.41 / (cores / 2.0):.2f}" in out
+    assert (
+        f"ceiling {cores / 2.0:.3f} audio-s/s" in out
+        and f"off {0.4 / (cores / 2.0):.2f}, on {0.41 / (cores / 2.0):.2f}" in out
+    )
     assert res["summary"]["off 2"]["median"] == 0.4

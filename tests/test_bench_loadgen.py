@@ -136,7 +136,9 @@ def run_until_stopped(items, send, shape, stop_after_s, grace_s):
     return complete, took, stopped_at[0] if stopped_at else None
 
 
-@pytest.mark.parametrize("shape", [LoadShape(concurrency=2), LoadShape(request_rate=20.0), LoadShape(concurrency=2, request_rate=20.0)])
+@pytest.mark.parametrize(
+    "shape", [LoadShape(concurrency=2), LoadShape(request_rate=20.0), LoadShape(concurrency=2, request_rate=20.0)]
+)
 def test_stop_admits_nothing_more_and_lets_requests_in_flight_finish(shape):
     probe = InFlight(hold=0.1)
     finished = []
@@ -173,18 +175,24 @@ def test_stop_cancels_what_outlives_the_grace_period():
             cancelled.append(item)
             raise
 
-    complete, took, _ = run_until_stopped(list(range(10)), send, LoadShape(concurrency=3), stop_after_s=0.05, grace_s=0.2)
+    complete, took, _ = run_until_stopped(
+        list(range(10)), send, LoadShape(concurrency=3), stop_after_s=0.05, grace_s=0.2
+    )
     assert not complete and sorted(cancelled) == [0, 1, 2]
     assert took == pytest.approx(0.05 + 0.2)  # stopped at 0.05 s, cancelled when the 0.2 s grace ended
 
 
 def test_a_stop_after_every_request_was_sent_still_counts_as_complete():
     probe = InFlight(hold=0.3)  # all three are in flight when the stop comes, and finish in the grace period
-    complete, _, _ = run_until_stopped(list(range(3)), probe.send, LoadShape(concurrency=3), stop_after_s=0.1, grace_s=1.0)
+    complete, _, _ = run_until_stopped(
+        list(range(3)), probe.send, LoadShape(concurrency=3), stop_after_s=0.1, grace_s=1.0
+    )
     assert complete and len(probe.started) == 3
 
 
-@pytest.mark.parametrize("kwargs", [{"concurrency": 0}, {"request_rate": 0}, {"request_rate": float("nan")}, {"burstiness": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"concurrency": 0}, {"request_rate": 0}, {"request_rate": float("nan")}, {"burstiness": 0}]
+)
 def test_invalid_shapes_rejected(kwargs):
     with pytest.raises(ValueError):
         LoadShape(**kwargs)

@@ -145,7 +145,13 @@ def test_failed_and_empty_requests_are_counted_not_dropped():
 
 def test_summary_keys_follow_metrics_md_units():
     s = summarize([[rec(0.0, [0.1, 0.6], [500, 500])]], [50, 90, 99])
-    for stem, unit in (("audio_ttfp", "_ms"), ("e2el", "_ms"), ("audio_rtf", ""), ("audio_duration", "_s"), ("audio_underrun", "_s")):
+    for stem, unit in (
+        ("audio_ttfp", "_ms"),
+        ("e2el", "_ms"),
+        ("audio_rtf", ""),
+        ("audio_duration", "_s"),
+        ("audio_underrun", "_s"),
+    ):
         for stat in ("mean", "median", "std", "p50", "p90", "p99"):
             assert f"{stat}_{stem}{unit}" in s
     assert s["mean_audio_underrun_s"] == pytest.approx(0.0)
@@ -153,7 +159,11 @@ def test_summary_keys_follow_metrics_md_units():
 
 
 def test_hot_cold_and_cap_counts():
-    rs = [rec(0, [1], [1], ref_cache="hot"), rec(0, [1], [1], ref_cache="cold", finish="length"), rec(0, [1], [1], ref_cache="hot")]
+    rs = [
+        rec(0, [1], [1], ref_cache="hot"),
+        rec(0, [1], [1], ref_cache="cold", finish="length"),
+        rec(0, [1], [1], ref_cache="hot"),
+    ]
     s = summarize([rs])
     assert (s["num_ref_hot"], s["num_ref_cold"], s["num_hit_cap"]) == (2, 1, 1)
 

@@ -43,7 +43,9 @@ def test_detailed_lists_leave_out_what_does_not_exist():
     assert lists["errors"] == ["", "boom", ""]
 
 
-@pytest.mark.parametrize("text, expected", [("1", [1.0]), ("100", [100.0]), ("50,,90", [50.0, 90.0]), (" 99.9 ", [99.9])])
+@pytest.mark.parametrize(
+    "text, expected", [("1", [1.0]), ("100", [100.0]), ("50,,90", [50.0, 90.0]), (" 99.9 ", [99.9])]
+)
 def test_percentiles_accepted(text, expected):
     assert parse_percentiles(text) == expected
 

@@ -42,7 +42,9 @@ def engines(monkeypatch):
 def read_only(tmp_path):
     mount_point = tmp_path / "ro"
     mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(mount_point)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
     if proc.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     yield mount_point
@@ -53,13 +55,22 @@ def test_unwritable_result_paths_exit_2_before_the_engine_starts(tmp_path, engin
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x")
     cases = [
-        (["--result-dir", str(read_only / "results")], f"--result-dir: cannot write into {read_only / 'results'}: Read-only file system"),
-        (["--save-result", "--result-dir", str(read_only)], f"--save-result: cannot write into {read_only}: Read-only file system"),
+        (
+            ["--result-dir", str(read_only / "results")],
+            f"--result-dir: cannot write into {read_only / 'results'}: Read-only file system",
+        ),
+        (
+            ["--save-result", "--result-dir", str(read_only)],
+            f"--save-result: cannot write into {read_only}: Read-only file system",
+        ),
         (["--csv", str(a_file / "r.csv")], f"--csv: cannot write into {a_file}: {a_file} is not a folder"),
         (["--csv", str(read_only / "r.csv")], f"--csv: cannot write into {read_only}: Read-only file system"),
         (["--plot", str(tmp_path)], f"--plot {tmp_path}: is a folder; give a file name"),
         (["--plot", str(read_only / "p.png")], f"--plot: cannot write into {read_only}: Read-only file system"),
-        (["--audio-out", str(read_only / "wavs")], f"--audio-out: cannot write into {read_only / 'wavs'}: Read-only file system"),
+        (
+            ["--audio-out", str(read_only / "wavs")],
+            f"--audio-out: cannot write into {read_only / 'wavs'}: Read-only file system",
+        ),
     ]
     for options, message in cases:
         result = runner.invoke(app, ["bench", "-n", "2", *options])
@@ -72,7 +83,11 @@ def test_unwritable_result_paths_exit_2_before_the_engine_starts(tmp_path, engin
 def test_a_full_audio_out_exits_2_at_once(small_fs, engines):
     fill_up(small_fs)
     result = runner.invoke(app, ["bench", "-n", "2", "--audio-out", str(small_fs / "wavs")])
-    assert result.exit_code == 2 and "--audio-out: cannot write into" in words(result.output) and "No space left" in result.output
+    assert (
+        result.exit_code == 2
+        and "--audio-out: cannot write into" in words(result.output)
+        and "No space left" in result.output
+    )
     assert engines == []
 
 
@@ -107,7 +122,10 @@ def test_eval_never_scores_a_pass_with_clips_missing(tmp_path):
     report = SimpleNamespace(extras={})
     score_passes(Scorer(), results, outputs, [], report, BenchRunObserver())
     assert scored == [outputs.pass_dir(run, shapes[0])]
-    assert report.extras["a/c2"]["eval"]["error"] == f"2 clip(s) could not be written to {outputs.pass_dir(run, shapes[1])}: not scored"
+    assert (
+        report.extras["a/c2"]["eval"]["error"]
+        == f"2 clip(s) could not be written to {outputs.pass_dir(run, shapes[1])}: not scored"
+    )
 
 
 def test_the_write_check_leaves_nothing_behind(tmp_path):

@@ -43,9 +43,20 @@ def profile():
 
 
 def record(utt, start, times, samples, error=None, ref="cold", pcm=None):
-    return RequestRecord(utt=utt, request_id=f"id-{utt}", start=start, end=times[-1] if times and not error else start + 1,
-                         sample_rate=SR, chunk_times=times, chunk_samples=samples, error=error, ref_cache=ref,
-                         finish_reason="stop", text="some text", pcm=pcm)
+    return RequestRecord(
+        utt=utt,
+        request_id=f"id-{utt}",
+        start=start,
+        end=times[-1] if times and not error else start + 1,
+        sample_rate=SR,
+        chunk_times=times,
+        chunk_samples=samples,
+        error=error,
+        ref_cache=ref,
+        finish_reason="stop",
+        text="some text",
+        pcm=pcm,
+    )
 
 
 def make_pass(profile, label="a", concurrency=1, speed=1.0):

@@ -16,7 +16,15 @@ import pytest
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
 from omnicli.driver import LoadShape, Prompt, run_request
 from omnicli.driver.pool import LocalPool
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineStats,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
 from tests import virtual_time
 
 SR = 1000
@@ -275,7 +283,9 @@ def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_p
     engines = []
     stopper = StopAt("a c2", 0.1)  # c2: 40 requests of ~30 ms, 2 at a time
     plan = BenchPlan(shapes=[LoadShape(concurrency=8), LoadShape(concurrency=2), LoadShape(concurrency=4)])
-    session = session_for(engines, ["a"] * 40, plan, labels=("a", "b"), observer=stopper, engine_kwargs={"a": {"step": 0.01}})
+    session = session_for(
+        engines, ["a"] * 40, plan, labels=("a", "b"), observer=stopper, engine_kwargs={"a": {"step": 0.01}}
+    )
     took = run_stopped(session, stopper)
     (engine,) = engines  # profile b never started
     assert engine.closed and engine.in_flight == 0

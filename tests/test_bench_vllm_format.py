@@ -9,20 +9,53 @@ import pytest
 from typer.testing import CliRunner
 
 import omnicli.benchmark.entrypoint as bench_entry
-from omnicli.benchmark.vllm_format import parse_metadata, parse_percentile_metrics, read_results, result_filename, vllm_result, write_result
+from omnicli.benchmark.vllm_format import (
+    parse_metadata,
+    parse_percentile_metrics,
+    read_results,
+    result_filename,
+    vllm_result,
+    write_result,
+)
 from omnicli.cli import app
 
 runner = CliRunner()
 
 # The top-level keys of `vllm bench serve --save-result` whose meaning omni shares (vLLM 0.11+).
 VLLM_KEYS = {
-    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness",
-    "max_concurrency", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-    "request_throughput", "output_throughput", "total_token_throughput", "errors",
-    "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p99_e2el_ms",
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "errors",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "std_e2el_ms",
+    "p99_e2el_ms",
 }
 # vLLM-Omni's audio keys.
-OMNI_AUDIO_KEYS = {"audio_throughput", "mean_audio_ttfp_ms", "p99_audio_ttfp_ms", "mean_audio_rtf", "p99_audio_rtf", "mean_audio_duration_s"}
+OMNI_AUDIO_KEYS = {
+    "audio_throughput",
+    "mean_audio_ttfp_ms",
+    "p99_audio_ttfp_ms",
+    "mean_audio_rtf",
+    "p99_audio_rtf",
+    "mean_audio_duration_s",
+}
 
 
 def test_metadata_parsing_follows_vllm():
@@ -98,7 +131,18 @@ def test_save_result_writes_one_vllm_file_per_run_beside_the_summary(fake_engine
 
 
 def test_one_result_filename_for_a_sweep_gives_a_file_per_run_or_appends(fake_engine, tmp_path):
-    args = ["bench", "-c", "1,2", "-n", "2", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "all.json"]
+    args = [
+        "bench",
+        "-c",
+        "1,2",
+        "-n",
+        "2",
+        "--save-result",
+        "--result-dir",
+        str(tmp_path),
+        "--result-filename",
+        "all.json",
+    ]
     each = runner.invoke(app, args)
     assert each.exit_code == 0, each.output
     assert [json.loads(p.read_text())["max_concurrency"] for p in sorted(tmp_path.glob("all-*.json"))] == [1, 2]

@@ -94,7 +94,9 @@ def test_invalid_sizes_are_rejected_by_the_profile_schema_with_the_key(fields, k
 
 
 def test_sizes_of_one_frame_are_allowed_and_zero_is_refused():
-    ch = Chunker.from_config(K, CodecStageConfig(initial_codec_chunk_frames=1, codec_chunk_frames=1, codec_chunk_ramp=[1]))
+    ch = Chunker.from_config(
+        K, CodecStageConfig(initial_codec_chunk_frames=1, codec_chunk_frames=1, codec_chunk_ramp=[1])
+    )
     assert sizes(ch.feed(frames(3))) == [1, 1, 1]
     for key in ("initial_codec_chunk_frames", "codec_chunk_frames"):
         with pytest.raises(ValidationError) as caught:
@@ -122,5 +124,7 @@ def test_flush_empties_the_buffer_and_counts_one_chunk():
 
 
 def test_from_config_takes_the_profile_section():
-    ch = Chunker.from_config(K, CodecStageConfig(initial_codec_chunk_frames=2, codec_chunk_frames=3, codec_chunk_ramp=[1, 2]))
+    ch = Chunker.from_config(
+        K, CodecStageConfig(initial_codec_chunk_frames=2, codec_chunk_frames=3, codec_chunk_ramp=[1, 2])
+    )
     assert [len(c) for c in ch.feed(np.zeros((9, K), np.int64))] == [1, 2, 3, 3]

@@ -41,7 +41,18 @@ def test_synth_missing_manifest_is_a_usage_error(tmp_path):
 @pytest.mark.engine
 def test_synth_demo_end_to_end_then_resume_skips_everything(tmp_path):
     out = tmp_path / "out"
-    args = ["synth", str(DEMO_MANIFEST), "--out", str(out), "--limit", "3", "--profile", "cpu", "--set", "talker.max_num_seqs=8"]
+    args = [
+        "synth",
+        str(DEMO_MANIFEST),
+        "--out",
+        str(out),
+        "--limit",
+        "3",
+        "--profile",
+        "cpu",
+        "--set",
+        "talker.max_num_seqs=8",
+    ]
     first = omni_cli(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

@@ -28,7 +28,9 @@ def _command(*path: str):
     return command
 
 
-@pytest.mark.parametrize("args", [[], ["synth"], ["bench"], ["eval-wer"], ["profiles", "list"], ["models"], ["datasets", "path"], ["env"]])
+@pytest.mark.parametrize(
+    "args", [[], ["synth"], ["bench"], ["eval-wer"], ["profiles", "list"], ["models"], ["datasets", "path"], ["env"]]
+)
 def test_dash_h_is_help(args):
     short, long = runner.invoke(app, [*args, "-h"]), runner.invoke(app, [*args, "--help"])
     assert short.exit_code == long.exit_code == 0, short.output
@@ -47,7 +49,9 @@ def test_options_with_environment_variables_declare_them(name, monkeypatch, tmp_
     assert keep.envvar == "OMNI_FAILED_SPEECH_AUDIO_DIR" and keep.show_envvar
     # the variable fills the option when the flag is absent
     monkeypatch.setenv("OMNI_FAILED_SPEECH_AUDIO_DIR", str(tmp_path))
-    ctx = _command(name).make_context(name, ["--demo"] if name == "synth" else ["x", "-m", "y"] if name == "eval-wer" else [])
+    ctx = _command(name).make_context(
+        name, ["--demo"] if name == "synth" else ["x", "-m", "y"] if name == "eval-wer" else []
+    )
     assert str(ctx.params["keep_failed"]) == str(tmp_path)
 
 
@@ -55,7 +59,11 @@ def test_options_with_environment_variables_declare_them(name, monkeypatch, tmp_
 def test_long_commands_have_quiet_and_verbose(name):
     opts = {opt for p in _command(name).params for opt in p.opts}
     assert {"--quiet", "-q", "--verbose", "-v"} <= opts
-    both = runner.invoke(app, [name, "--quiet", "--verbose"] + (["--demo"] if name == "synth" else ["g", "-m", "m"] if name == "eval-wer" else []))
+    both = runner.invoke(
+        app,
+        [name, "--quiet", "--verbose"]
+        + (["--demo"] if name == "synth" else ["g", "-m", "m"] if name == "eval-wer" else []),
+    )
     assert both.exit_code == 2 and "exclude each other" in both.output
 
 
@@ -109,7 +117,9 @@ def test_progress_interval_throttles_and_quiet_disables(monkeypatch):
         task = bar.add_task("bench", total=10, failed=0)
         for _ in range(10):
             bar.update(task, advance=1)
-    assert sink.getvalue().splitlines() == [line for line in sink.getvalue().splitlines() if "10/10" in line]  # only the last
+    assert sink.getvalue().splitlines() == [
+        line for line in sink.getvalue().splitlines() if "10/10" in line
+    ]  # only the last
     monkeypatch.setattr(common.VERBOSITY, "quiet", True)
     assert common.progress_bar(Console(file=io.StringIO())).disable
     monkeypatch.setattr(common.VERBOSITY, "quiet", False)

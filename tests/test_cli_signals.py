@@ -45,7 +45,9 @@ class Run:
         folder.mkdir(parents=True)
         shutil.copytree(DEMO_MANIFEST.parent / "prompts", folder / "prompts")
         prompts = sorted(p.name for p in (folder / "prompts").glob("*.wav"))
-        lines = [f"r{i}|Reference words.|prompts/{prompts[i % len(prompts)]}|Short line number {i}." for i in range(ROWS)]
+        lines = [
+            f"r{i}|Reference words.|prompts/{prompts[i % len(prompts)]}|Short line number {i}." for i in range(ROWS)
+        ]
         (folder / "meta.lst").write_text("\n".join(lines) + "\n")
         self.out = folder / "out"
         self.log = folder / "cli.log"
@@ -53,9 +55,16 @@ class Run:
         sets = [arg for s in TEST_PROFILE_SETS for arg in ("--set", s)]
         cmd = [sys.executable, str(REPO / "tests" / "fault_driver.py"), "synth", str(folder / "meta.lst"),
                "--out", str(self.out), "--profile", "cpu", *sets, "-c", "2"]
-        full_env = {**os.environ, "OMNI_TEST_MARK": self.marker, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **(env or {})}
+        full_env = {
+            **os.environ,
+            "OMNI_TEST_MARK": self.marker,
+            "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            **(env or {}),
+        }
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=full_env)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=full_env
+            )
 
     def wait_for(self, condition, timeout: float = START_TIMEOUT_S) -> bool:
         deadline = time.monotonic() + timeout
@@ -199,7 +208,9 @@ def test_out_filling_up_mid_run_exits_4_naming_out_and_leaves_the_rest_pending(o
     output = run.output()
     assert seen["rc"] == 4, output[-3000:]
     lines = [line for line in output.splitlines() if line.startswith("error: cannot write ")]
-    assert lines == [f"error: cannot write {run.out / RESULTS}: [Errno 28] No space left on device: '{run.out / RESULTS}'"], output[-3000:]
+    assert lines == [
+        f"error: cannot write {run.out / RESULTS}: [Errno 28] No space left on device: '{run.out / RESULTS}'"
+    ], output[-3000:]
     assert f"stopped: {ROWS - 1} utterance(s) left pending (not failed)" in output, output[-3000:]
     rows = read_jsonl(run.out / RESULTS)
     assert len(rows) == 1 and rows[0]["status"] == "ok"  # the row written before the disk filled up

@@ -24,7 +24,9 @@ def tiny_decoder(dtype=torch.float64, seed: int = 0) -> CodecDecoder:
     return _tiny_decoder(dtype, seed, contexts=(4, 4, 4))
 
 
-def stream(runner: CodecRunner, plans: dict[int, tuple[np.ndarray, list[int]]], pad_tail: int = 0) -> dict[int, np.ndarray]:
+def stream(
+    runner: CodecRunner, plans: dict[int, tuple[np.ndarray, list[int]]], pad_tail: int = 0
+) -> dict[int, np.ndarray]:
     """Decodes several requests (slot -> (codes, chunk sizes)) in shared ragged steps."""
     cursor = {s: 0 for s in plans}
     step = {s: 0 for s in plans}
@@ -75,7 +77,9 @@ def test_headroom_padded_tail_equals_exact_tail():
     codes = random_codes(30, 4)
     plan = {1: (codes, [9, 9, 9, 3])}
     exact = stream(CodecRunner(dec, 2, max_chunk_frames=MAX_CHUNK, ring_headroom=True, contexts=CONTEXTS), plan)
-    padded = stream(CodecRunner(dec, 2, max_chunk_frames=MAX_CHUNK, ring_headroom=True, contexts=CONTEXTS), plan, pad_tail=9)
+    padded = stream(
+        CodecRunner(dec, 2, max_chunk_frames=MAX_CHUNK, ring_headroom=True, contexts=CONTEXTS), plan, pad_tail=9
+    )
     assert np.array_equal(padded[1], exact[1])
     assert np.array_equal(exact[1], reference(dec, codes))
 

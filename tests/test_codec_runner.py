@@ -77,7 +77,9 @@ def test_capture_padding_rows_never_touch_any_slot():
 @pytest.mark.parametrize("backend", ["sdpa", "slot"])
 def test_capture_padding_does_not_change_the_audio(backend):
     dec = tiny_decoder()
-    a = CodecRunner(dec, 4, max_chunk_frames=9, capture_sizes=[8], backend=backend).execute([2, 3], [codes(5, 1), codes(9, 2)])
+    a = CodecRunner(dec, 4, max_chunk_frames=9, capture_sizes=[8], backend=backend).execute(
+        [2, 3], [codes(5, 1), codes(9, 2)]
+    )
     b = CodecRunner(dec, 4, max_chunk_frames=9, backend=backend).execute([2, 3], [codes(5, 1), codes(9, 2)])
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=0, atol=2e-6)

@@ -337,5 +337,9 @@ def test_idle_slot_holders_can_make_a_batch_wait():
 def test_from_config_takes_the_profile_section():
     from omnicli.profile.schema import CodecStageConfig
 
-    s = CodecScheduler.from_config(CodecStageConfig(max_num_seqs=3, max_num_batched_tokens=77, generation_min_batch_size=2, generation_max_wait_ms=5.0))
+    s = CodecScheduler.from_config(
+        CodecStageConfig(
+            max_num_seqs=3, max_num_batched_tokens=77, generation_min_batch_size=2, generation_max_wait_ms=5.0
+        )
+    )
     assert (s.num_slots, s.budget, s.min_batch, s.max_wait_s) == (3, 77, 2, 0.005)

@@ -41,7 +41,18 @@ class Outbox:
             assert self._cond.wait_for(lambda: any(last for _, last, _ in self.of(rid)), timeout), f"{rid} never ended"
 
 
-def make_stage(policy="fixed", *, slots=4, budget=100, target=1, wait_ms=0.0, dtype=torch.float32, headroom=False, clock=None, pad=0):
+def make_stage(
+    policy="fixed",
+    *,
+    slots=4,
+    budget=100,
+    target=1,
+    wait_ms=0.0,
+    dtype=torch.float32,
+    headroom=False,
+    clock=None,
+    pad=0,
+):
     runner = CodecRunner(tiny_decoder(dtype), slots, max_chunk_frames=9, ring_headroom=headroom)
     scheduler = CodecScheduler(slots, budget, target, wait_ms)
     out = Outbox()
@@ -53,7 +64,9 @@ def test_from_config_reads_policy_threads_and_tail_padding_from_the_profile_sect
     from omnicli.profile.schema import CodecStageConfig
 
     runner = CodecRunner(tiny_decoder(), 2, max_chunk_frames=9)
-    cfg = CodecStageConfig(generation_coalescing_policy="idle_wait", threads=2, codec_chunk_frames=7, codec_pad_tail=True)
+    cfg = CodecStageConfig(
+        generation_coalescing_policy="idle_wait", threads=2, codec_chunk_frames=7, codec_pad_tail=True
+    )
     stage = CodecStage.from_config(runner, CodecScheduler.from_config(cfg), Outbox(), cfg)
     assert (stage._policy, stage._threads, stage._pad_tail_frames) == ("idle_wait", 2, 7)
 
@@ -61,7 +74,11 @@ def test_from_config_reads_policy_threads_and_tail_padding_from_the_profile_sect
 @pytest.mark.parametrize(
     ("policy", "in_window", "idle"),
     [
-        ("fixed", Wait(FIXED_POLL_S, False), Wait(FIXED_IDLE_POLL_S, True)),  # sleeps in ticks; polls the inbox when idle
+        (
+            "fixed",
+            Wait(FIXED_POLL_S, False),
+            Wait(FIXED_IDLE_POLL_S, True),
+        ),  # sleeps in ticks; polls the inbox when idle
         ("idle_wait", Wait(0.010, True), Wait(None, True)),  # blocks on the inbox until an arrival or the deadline
     ],
 )

@@ -78,7 +78,9 @@ def test_synth_keeps_no_record_and_no_audio_past_its_row(tmp_path, monkeypatch):
     run.on_result = lambda result: live.append(sum(ref() is not None for ref in made))
     asyncio.run(run.run(m.rows))
     assert len(run.results) == 60
-    assert max(live) <= 4  # the one being written (and those finishing beside it); was: every finished one, PCM included
+    assert (
+        max(live) <= 4
+    )  # the one being written (and those finishing beside it); was: every finished one, PCM included
     assert len(made) == 60 and not any(ref() is not None for ref in made)
 
 
@@ -87,7 +89,9 @@ def test_drive_keeps_records_only_when_asked():
 
     async def main(keep):
         sunk = []
-        result = await drive(FakeEngine(), iter(prompts(["a"] * 10)), LoadShape(concurrency=3), keep_records=keep, on_record=sunk.append)
+        result = await drive(
+            FakeEngine(), iter(prompts(["a"] * 10)), LoadShape(concurrency=3), keep_records=keep, on_record=sunk.append
+        )
         return result, sunk
 
     kept, sunk = asyncio.run(main(True))

@@ -13,8 +13,40 @@ from omnicli.evaluation.wer import UttScore, aggregate
 
 # 32 per-utterance WERs whose mean rounds differently with numpy's mean (average_wer.py: 28.438)
 # than with sum()/len (28.437): the tie of finding 6.
-TIE = [0.125, 1 / 9, 0.25, 1 / 9, 0.0, 0.0, 0.125, 2 / 9, 1 / 12, 1 / 3, 0.25, 1.0, 1 / 3, 0.2, 1.0, 1 / 3, 0.125, 0.2, 1.0,
-       1 / 9, 1 / 3, 0.1, 0.25, 0.125, 0.2, 0.2, 1.0, 0.2, 0.0, 1 / 3, 1 / 3, 1 / 9]
+TIE = [
+    0.125,
+    1 / 9,
+    0.25,
+    1 / 9,
+    0.0,
+    0.0,
+    0.125,
+    2 / 9,
+    1 / 12,
+    1 / 3,
+    0.25,
+    1.0,
+    1 / 3,
+    0.2,
+    1.0,
+    1 / 3,
+    0.125,
+    0.2,
+    1.0,
+    1 / 9,
+    1 / 3,
+    0.1,
+    0.25,
+    0.125,
+    0.2,
+    0.2,
+    1.0,
+    0.2,
+    0.0,
+    1 / 3,
+    1 / 3,
+    1 / 9,
+]
 
 
 def get_wav_res_ref_text(meta_lines: list[str], wav_dir: str) -> list[str]:
@@ -33,8 +65,24 @@ def get_wav_res_ref_text(meta_lines: list[str], wav_dir: str) -> list[str]:
 
 def average_wer(run_wer_lines: list[str]) -> str:
     """average_wer.py's output file for run_wer.py's lines: its header, each line unchanged, `WER: x%`."""
-    out = "utt" + "\t" + "wav_res" + "\t" + "res_wer" + "\t" + "text_ref" + "\t" + "text_res" + "\t" + "res_wer_ins" + "\t" + \
-        "res_wer_del" + "\t" + "res_wer_sub" + "\n"
+    out = (
+        "utt"
+        + "\t"
+        + "wav_res"
+        + "\t"
+        + "res_wer"
+        + "\t"
+        + "text_ref"
+        + "\t"
+        + "text_res"
+        + "\t"
+        + "res_wer_ins"
+        + "\t"
+        + "res_wer_del"
+        + "\t"
+        + "res_wer_sub"
+        + "\n"
+    )
     wers = []
     for line in run_wer_lines:
         wav_path, wer, text_ref, text_res, inse, dele, subs = line.strip().split("\t")
@@ -63,14 +111,24 @@ def test_wav_paths_and_texts_are_the_ones_seed_tts_evals_scripts_build(tmp_path)
     gen.mkdir()
     for utt in ("a", "b"):
         (gen / f"{utt}.wav").write_bytes(b"")
-    meta = ["a|prompt|p/a.wav|Hello, World.\n", "b|prompt|p/b.wav|It's  two  spaces.\n", "c|prompt|p/c.wav|never made\n"]
+    meta = [
+        "a|prompt|p/a.wav|Hello, World.\n",
+        "b|prompt|p/b.wav|It's  two  spaces.\n",
+        "c|prompt|p/c.wav|never made\n",
+    ]
     wav_dir = str(gen) + "/"  # as typed on cal_wer.sh's command line
     pairs = [line.split("|") for line in get_wav_res_ref_text(meta, wav_dir)]
     # run_wer.py: (wav, prompt, text) rows; the raw Whisper transcript keeps its leading space
-    results = [result("a", 0.5, ref="Hello, World.", hyp=" Hello world."), result("b", 0.0, ref="It's  two  spaces.", hyp=" It's two spaces.")]
+    results = [
+        result("a", 0.5, ref="Hello, World.", hyp=" Hello world."),
+        result("b", 0.0, ref="It's  two  spaces.", hyp=" It's two spaces."),
+    ]
     rows = [line.split("\t") for line in seed_wer_lines(results, wav_dir).splitlines()[1:-1]]
-    assert [(r[0], r[2]) for r in rows] == [(p[0], p[2]) for p in pairs] == [(wav_dir + "a.wav", "Hello, World."),
-                                                                               (wav_dir + "b.wav", "It's  two  spaces.")]
+    assert (
+        [(r[0], r[2]) for r in rows]
+        == [(p[0], p[2]) for p in pairs]
+        == [(wav_dir + "a.wav", "Hello, World."), (wav_dir + "b.wav", "It's  two  spaces.")]
+    )
     assert [r[3] for r in rows] == [" Hello world.", " It's two spaces."]
     assert rows[0][1] == "0.5" and rows[0][4:] == ["0.0", "0.5", "0.0"]  # run_wer.py's f"{float}"
     tabbed = seed_wer_lines([result("t", 1.0, hyp="a\tb\nc")], wav_dir).splitlines()[1]

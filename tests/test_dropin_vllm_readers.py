@@ -86,7 +86,16 @@ def bench(*args):
 def test_a_sweep_with_result_filename_gets_one_vllm_file_per_run_that_the_sweep_reads(engine, tmp_path):
     # vLLM's sweep passes these to each benchmark it runs (finding 1: one object per file)
     m = manifest(tmp_path, ["one two", "three four five"])
-    bench(str(m), "-c", "1,2", *vllm_readers.SWEEP_BENCH_ARGS, "--result-dir", str(tmp_path), "--result-filename", "run=0.json")
+    bench(
+        str(m),
+        "-c",
+        "1,2",
+        *vllm_readers.SWEEP_BENCH_ARGS,
+        "--result-dir",
+        str(tmp_path),
+        "--result-filename",
+        "run=0.json",
+    )
     files = sorted(tmp_path.glob("run=0-*.json"))
     assert [f.name for f in files] == ["run=0-infqps-concurrency1.json", "run=0-infqps-concurrency2.json"]
     runs = [vllm_readers.sweep_reads_run(f, {"max_concurrency": c}, 0) for f, c in zip(files, (1, 2))]
@@ -94,7 +103,16 @@ def test_a_sweep_with_result_filename_gets_one_vllm_file_per_run_that_the_sweep_
     df = vllm_readers.sweep_plot_frame(tmp_path / "summary.json")  # the plot's default --var-y median_ttft_ms
     assert (df["median_ttft_ms"] > 0).all() and list(df["request_rate"]) == [math.inf, math.inf]
     # a template names each run
-    bench(str(m), "-c", "1,2", "--save-result", "--result-dir", str(tmp_path / "t"), "--result-filename", "r-c{concurrency}-{rate}.json")
+    bench(
+        str(m),
+        "-c",
+        "1,2",
+        "--save-result",
+        "--result-dir",
+        str(tmp_path / "t"),
+        "--result-filename",
+        "r-c{concurrency}-{rate}.json",
+    )
     assert sorted(p.name for p in (tmp_path / "t").glob("r-*.json")) == ["r-c1-inf.json", "r-c2-inf.json"]
 
 
@@ -116,8 +134,23 @@ def test_vllm_latency_keys_are_the_talkers_and_the_ci_scripts_compare_two_runs(e
     m = manifest(tmp_path, ["one two", "three four five", "six"])
     out = tmp_path / "results"
     for name, c in (("serving_a", "1"), ("serving_b", "2")):
-        bench(str(m), "-c", c, "--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", f"{name}.json",
-              "--goodput", "ttft:1000", "e2el:1", "--metadata", "a=1", "b=2")
+        bench(
+            str(m),
+            "-c",
+            c,
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            str(out),
+            "--result-filename",
+            f"{name}.json",
+            "--goodput",
+            "ttft:1000",
+            "e2el:1",
+            "--metadata",
+            "a=1",
+            "b=2",
+        )
         (out / f"{name}.commands").write_text(json.dumps({
             "server_command": "vllm serve fake/tiny --tensor-parallel-size 1",
             "client_command": f"vllm bench serve --request-rate inf --max-concurrency {c}", "gpu_type": "cpu"}))
@@ -133,19 +166,31 @@ def test_vllm_latency_keys_are_the_talkers_and_the_ci_scripts_compare_two_runs(e
     assert doc["request_goodput"] == 0.0  # e2el <= 1 ms: no request meets both SLOs
     assert (doc["max_output_tokens_per_s"], doc["max_concurrent_requests"]) == vllm_peaks(doc) and doc["rtfx"] == 0.0
     assert doc["total_audio_frames"] == 3 * 3 * 50 and len(doc["latencies"]) == len(doc["queue_times"]) == 3
-    assert doc["output_lens"] == [6, 6, 6] and sorted(doc["input_lens"]) == [3, 7, 15]  # the fake: one prompt token a character
-    assert [len(i) for i in doc["itls"]] == [5, 5, 5] and sorted(doc["ttfts"])[1] * 1000 == pytest.approx(doc["median_ttft_ms"])
+    assert doc["output_lens"] == [6, 6, 6] and sorted(doc["input_lens"]) == [
+        3,
+        7,
+        15,
+    ]  # the fake: one prompt token a character
+    assert [len(i) for i in doc["itls"]] == [5, 5, 5] and sorted(doc["ttfts"])[1] * 1000 == pytest.approx(
+        doc["median_ttft_ms"]
+    )
     # finding 4: no text-token counts under vLLM's names; the talker's under omni's, and the file says so
     assert (doc["total_input_tokens"], doc["total_output_tokens"], doc["output_throughput"]) == (0, 0, 0.0)
-    assert doc["talker_output_tokens"] == 18 and doc["talker_prompt_tokens"] > 0 and "talker" in doc["key_notes"]["ttft"]
+    assert (
+        doc["talker_output_tokens"] == 18 and doc["talker_prompt_tokens"] > 0 and "talker" in doc["key_notes"]["ttft"]
+    )
     rows = vllm_readers.convert_results_to_json(out)
     assert [r["Test name"] for r in rows] == ["serving_a", "serving_b"] and rows[0]["GPU"] == "1xcpu"
     (tmp_path / "a.json").write_text(json.dumps([rows[0]]))
-    (tmp_path / "b.json").write_text(json.dumps([{**rows[1], "# of max concurrency.": rows[0]["# of max concurrency."]}]))
+    (tmp_path / "b.json").write_text(
+        json.dumps([{**rows[1], "# of max concurrency.": rows[0]["# of max concurrency."]}])
+    )
     tables = vllm_readers.compare_json_results([tmp_path / "a.json", tmp_path / "b.json"])  # finding 2: no KeyError
     p99 = tables["P99 TTFT (ms)"]
     assert p99["Ratio 1 vs 2"].iloc[0] == pytest.approx(rows[0]["P99 TTFT (ms)"] / rows[1]["P99 TTFT (ms)"])
-    assert math.isnan(tables["Output Tput (tok/s)"]["Ratio 1 vs 2"].iloc[0])  # 0 output tokens: no ratio, as for a base of 0
+    assert math.isnan(
+        tables["Output Tput (tok/s)"]["Ratio 1 vs 2"].iloc[0]
+    )  # 0 output tokens: no ratio, as for a base of 0
 
 
 def vllm_peaks(doc):
@@ -201,13 +246,39 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
     (data / "zh").mkdir()
     (data / "zh" / "meta.lst").write_text("z0|x|y.wav|ni hao\n")
     result = bench(
-        "--dataset-name", "seed-tts", "--dataset-path", str(data), "--seed-tts-locale", "en", "--backend", "openai-audio-speech",
-        "--endpoint", "/v1/audio/speech", "--host", "h", "--port", "1", "--model", "Qwen/x", "--trust-remote-code",
-        "--extra-body", '{"voice": "Vivian", "max_new_tokens": 33, "temperature": 0.5, "task_type": "Base", "seed": 7}',
-        "--top-k", "5", "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json",
+        "--dataset-name",
+        "seed-tts",
+        "--dataset-path",
+        str(data),
+        "--seed-tts-locale",
+        "en",
+        "--backend",
+        "openai-audio-speech",
+        "--endpoint",
+        "/v1/audio/speech",
+        "--host",
+        "h",
+        "--port",
+        "1",
+        "--model",
+        "Qwen/x",
+        "--trust-remote-code",
+        "--extra-body",
+        '{"voice": "Vivian", "max_new_tokens": 33, "temperature": 0.5, "task_type": "Base", "seed": 7}',
+        "--top-k",
+        "5",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(tmp_path),
+        "--result-filename",
+        "r.json",
     )
     text = " ".join(result.output.split())
-    assert "--backend, --endpoint, --host, --port, --model, --trust-remote-code: vLLM server option(s), not applying" in text
+    assert (
+        "--backend, --endpoint, --host, --port, --model, --trust-remote-code: vLLM server option(s), not applying"
+        in text
+    )
     assert "task_type not used" in text
     req = engine.requests[-1]
     assert (req.text, req.voice, req.max_new_tokens, req.seed) == ("hello there", "Vivian", 33, 7)
@@ -217,19 +288,25 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
     assert summary["profile"]["talker"]["temperature"] == 0.5 and summary["profile"]["talker"]["top_k"] == 5
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--dataset-name", "seed-tts"], "needs --dataset-path"),
-    (["--dataset-path", "org/hub-dataset"], "no such local folder"),
-    (["--dataset-name", "random"], "seed-tts dataset"),
-    (["--extra-body", "[1]"], "JSON object"),
-    (["--extra-body", '{"max_tokens": 5}', "--max-new-tokens", "6"], "different token caps"),
-    (["--goodput", "ttft"], "KEY:VALUE"),
-    (["--percentile-metrics", "ttft,bogus"], "'bogus'"),
-    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"], "start and end rates"),
-    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2", "-r", "3"], "leave --request-rate out"),
-    (["--plot-timeline", "--timeline-itl-thresholds", "5"], "two thresholds"),
-    (["--save-result", "--result-filename", "r-{conc}.json"], "{conc}"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset-name", "seed-tts"], "needs --dataset-path"),
+        (["--dataset-path", "org/hub-dataset"], "no such local folder"),
+        (["--dataset-name", "random"], "seed-tts dataset"),
+        (["--extra-body", "[1]"], "JSON object"),
+        (["--extra-body", '{"max_tokens": 5}', "--max-new-tokens", "6"], "different token caps"),
+        (["--goodput", "ttft"], "KEY:VALUE"),
+        (["--percentile-metrics", "ttft,bogus"], "'bogus'"),
+        (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"], "start and end rates"),
+        (
+            ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2", "-r", "3"],
+            "leave --request-rate out",
+        ),
+        (["--plot-timeline", "--timeline-itl-thresholds", "5"], "two thresholds"),
+        (["--save-result", "--result-filename", "r-{conc}.json"], "{conc}"),
+    ],
+)
 def test_bad_vllm_flags_exit_2_before_the_engine(engine, args, message):
     result = runner.invoke(app, ["bench", *args])
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
@@ -243,8 +320,20 @@ def test_ramp_up_follows_vllms_rates_and_names_the_file(engine, tmp_path):
     gaps = np.diff(shape.offsets(200))
     assert gaps[:20].mean() > 10 * gaps[-20:].mean()  # the rate rises from 1 to 1000 requests/s
     m = manifest(tmp_path, ["a", "b", "c"])
-    bench(str(m), "--ramp-up-strategy", "exponential", "--ramp-up-start-rps", "50", "--ramp-up-end-rps", "200", "--save-result",
-          "--result-dir", str(tmp_path), "--label", "L")
+    bench(
+        str(m),
+        "--ramp-up-strategy",
+        "exponential",
+        "--ramp-up-start-rps",
+        "50",
+        "--ramp-up-end-rps",
+        "200",
+        "--save-result",
+        "--result-dir",
+        str(tmp_path),
+        "--label",
+        "L",
+    )
     name, = [p.name for p in tmp_path.glob("L-*.json")]
     assert name.startswith("L-ramp-up-exponential-50.0qps-200.0qps-tiny-")
     doc = json.loads((tmp_path / name).read_text())
@@ -255,7 +344,9 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
     calls = []
     import vllm.benchmarks.plot as vplot  # vLLM's own: the project runs on vLLM
 
-    monkeypatch.setattr(vplot, "generate_timeline_plot", lambda data, path, itl_thresholds: calls.append((data, path, itl_thresholds)))
+    monkeypatch.setattr(
+        vplot, "generate_timeline_plot", lambda data, path, itl_thresholds: calls.append((data, path, itl_thresholds))
+    )
     monkeypatch.setattr(vllm_output, "timeline_missing", lambda: None)  # plotly is optional: the drawing is stubbed
     m = manifest(tmp_path, ["a b", "c"])
     bench(str(m), "--plot-timeline", "--result-dir", str(tmp_path), "--result-filename", "r.json")
@@ -289,6 +380,13 @@ def test_multi_value_flags_are_spread_as_argparse_reads_them():
     from omnicli.commands.bench_vllm import spread_multi_values
 
     flags = {"--metadata": "=", "--goodput": ":"}
-    assert spread_multi_values(["--metadata", "a=1", "b=2", "m.lst", "--goodput", "ttft:5", "e2el:9", "-c", "1"], flags) == [
-        "--metadata", "a=1", "--metadata", "b=2", "m.lst", "--goodput", "ttft:5", "--goodput", "e2el:9", "-c", "1"]
-    assert spread_multi_values(["--metadata=a=1", "b=2", "--label", "x=y"], flags) == ["--metadata=a=1", "--metadata", "b=2", "--label", "x=y"]
+    assert spread_multi_values(
+        ["--metadata", "a=1", "b=2", "m.lst", "--goodput", "ttft:5", "e2el:9", "-c", "1"], flags
+    ) == ["--metadata", "a=1", "--metadata", "b=2", "m.lst", "--goodput", "ttft:5", "--goodput", "e2el:9", "-c", "1"]
+    assert spread_multi_values(["--metadata=a=1", "b=2", "--label", "x=y"], flags) == [
+        "--metadata=a=1",
+        "--metadata",
+        "b=2",
+        "--label",
+        "x=y",
+    ]

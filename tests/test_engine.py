@@ -63,7 +63,9 @@ def test_reference_cache_turns_hot_for_the_same_audio_at_any_rate(engine_harness
     before = engine.stats()
     first = engine_harness.run(collect(engine, TTSRequest("ref-a", "One two.", ref, sr, seed=1)))
     second = engine_harness.run(collect(engine, TTSRequest("ref-b", "Three four.", ref, sr, seed=2)))
-    stereo = engine_harness.run(collect(engine, TTSRequest("ref-c", "Five six.", np.stack([ref, ref], axis=1), sr, seed=3)))
+    stereo = engine_harness.run(
+        collect(engine, TTSRequest("ref-c", "Five six.", np.stack([ref, ref], axis=1), sr, seed=3))
+    )
     assert first[-1].info.ref_cache == "cold"
     assert second[-1].info.ref_cache == "hot"
     assert stereo[-1].info.ref_cache == "hot"  # stereo of the same signal downmixes to the same mono
@@ -73,7 +75,9 @@ def test_reference_cache_turns_hot_for_the_same_audio_at_any_rate(engine_harness
 
 def test_max_new_tokens_cuts_the_request_and_reports_a_hit_cap(engine_harness):
     engine = engine_harness.engine
-    chunks = engine_harness.run(collect(engine, TTSRequest("cap", "A rather long sentence that would take a while.", max_new_tokens=30)))
+    chunks = engine_harness.run(
+        collect(engine, TTSRequest("cap", "A rather long sentence that would take a while.", max_new_tokens=30))
+    )
     assert chunks[-1].info.finish_reason == "length"
     # 30 tokens = 7 whole frames of 4 codebooks; the partial frame is dropped.
     assert sum(c.num_samples for c in chunks) == 7 * engine.adapter.codec.cfg.hop
@@ -112,7 +116,9 @@ def test_concurrent_requests_all_finish_and_release_their_slots(engine_harness, 
     delta = engine.stats().minus(before)
     assert delta.codec_rows > delta.codec_steps  # chunks of different requests shared steps
     # the codec thread applies the final cancels on its own time
-    assert engine_harness.run(until(lambda: not scheduler.requests and len(scheduler.free_slots) == scheduler.num_slots))
+    assert engine_harness.run(
+        until(lambda: not scheduler.requests and len(scheduler.free_slots) == scheduler.num_slots)
+    )
 
 
 def test_cancelled_request_frees_its_slot(engine_harness):
@@ -128,7 +134,11 @@ def test_cancelled_request_frees_its_slot(engine_harness):
     assert chunk.num_samples > 0
     scheduler = engine.codec.scheduler
     # the codec thread applies the cancel on its own time
-    assert engine_harness.run(until(lambda: "cancel-me" not in " ".join(scheduler.requests) and len(scheduler.free_slots) == scheduler.num_slots))
+    assert engine_harness.run(
+        until(
+            lambda: "cancel-me" not in " ".join(scheduler.requests) and len(scheduler.free_slots) == scheduler.num_slots
+        )
+    )
 
 
 def test_concurrent_requests_with_a_new_reference_encode_it_once(engine_harness):
@@ -137,7 +147,9 @@ def test_concurrent_requests_with_a_new_reference_encode_it_once(engine_harness)
     ref = ref * 0.5  # a reference no other test has used
 
     async def four():
-        return await asyncio.gather(*(collect(engine, TTSRequest(f"same-ref-{i}", "Hi.", ref, sr, seed=i)) for i in range(4)))
+        return await asyncio.gather(
+            *(collect(engine, TTSRequest(f"same-ref-{i}", "Hi.", ref, sr, seed=i)) for i in range(4))
+        )
 
     before = engine.stats()
     results = engine_harness.run(four())
@@ -155,7 +167,10 @@ def test_seeded_prompts_larger_than_one_step_budget_do_not_crash_the_talker(engi
 
     async def burst():
         # Distinct prompts, so vLLM's prefix cache cannot shorten them.
-        requests = [TTSRequest(f"budget-{i}", f"{i:02d} {text}", ref_text=f"{text} {i:02d}", seed=i, max_new_tokens=8) for i in range(16)]
+        requests = [
+            TTSRequest(f"budget-{i}", f"{i:02d} {text}", ref_text=f"{text} {i:02d}", seed=i, max_new_tokens=8)
+            for i in range(16)
+        ]
         return await asyncio.gather(*(collect(engine, r) for r in requests))
 
     results = engine_harness.run(burst())

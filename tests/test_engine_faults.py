@@ -40,9 +40,13 @@ def end_early(monkeypatch, engine, victim: str, finish_reason: str, after_deltas
 
     monkeypatch.setattr(engine.talker, "generate", generate)
 
-def test_vllm_ending_a_request_early_fails_that_row_with_the_reason_not_a_truncated_wav(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
+def test_vllm_ending_a_request_early_fails_that_row_with_the_reason_not_a_truncated_wav(
+    engine_harness, fresh_engine_state, tmp_path, monkeypatch
+):
     engine = engine_harness.engine
-    manifest = make_manifest(tmp_path / "set", ["cut|||This one is ended early by the talker.", "whole|||This one is not."])
+    manifest = make_manifest(
+        tmp_path / "set", ["cut|||This one is ended early by the talker.", "whole|||This one is not."]
+    )
     end_early(monkeypatch, engine, "cut", "error")
     out = tmp_path / "out"
     run = synth(engine_harness, manifest, out, concurrency=2)
@@ -54,7 +58,9 @@ def test_vllm_ending_a_request_early_fails_that_row_with_the_reason_not_a_trunca
     assert " of " in cut["error"] and "tokens)" in cut["error"]
     assert run.engine_error is None and engine.fault() is None  # one request's end is not the engine's
 
-def test_a_real_vllm_abort_is_vllm_shutting_down_the_row_stays_pending(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
+def test_a_real_vllm_abort_is_vllm_shutting_down_the_row_stays_pending(
+    engine_harness, fresh_engine_state, tmp_path, monkeypatch
+):
     """A real abort inside vLLM (what its shutdown does to requests in flight): the row is not
     recorded as failed, the run reports an engine error, and a re-run would redo the row."""
     engine = engine_harness.engine
@@ -89,11 +95,15 @@ def test_stereo_reference_at_another_rate_is_its_mono_downmix_at_the_codec_rate(
         return chunks[-1].info, sum(c.num_samples for c in chunks)
 
     first, n_first = engine_harness.run(info_of(TTSRequest("stereo-a", "Left and right.", stereo, 8000, seed=5)))
-    same, n_same = engine_harness.run(info_of(TTSRequest("stereo-b", "Left and right.", mono_at_codec_rate, engine.sample_rate, seed=5)))
+    same, n_same = engine_harness.run(
+        info_of(TTSRequest("stereo-b", "Left and right.", mono_at_codec_rate, engine.sample_rate, seed=5))
+    )
     assert first.ref_cache == "cold"
     assert same.ref_cache == "hot"  # byte-identical PCM: the engine used exactly this downmix
     assert n_first == n_same > 0
-    one_channel, _ = engine_harness.run(info_of(TTSRequest("stereo-c", "Left and right.", stereo[:, 0].copy(), 8000, seed=5)))
+    one_channel, _ = engine_harness.run(
+        info_of(TTSRequest("stereo-c", "Left and right.", stereo[:, 0].copy(), 8000, seed=5))
+    )
     assert one_channel.ref_cache == "cold"  # a single channel is a different voice prompt
 
 def test_a_reference_without_samples_fails_only_its_request(engine_harness):

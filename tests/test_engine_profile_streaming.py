@@ -85,7 +85,9 @@ def test_streamed_audio_equals_whole_sequence_decode_in_float64(ramp_engine):
         text = "The boy was there when the sun rose, and a rod is used to catch pink salmon."
 
         async def collect():
-            return [c async for c in engine.generate(TTSRequest("ramp", text, ref, sr, "The birch canoe slid.", seed=3))]
+            return [
+                c async for c in engine.generate(TTSRequest("ramp", text, ref, sr, "The birch canoe slid.", seed=3))
+            ]
 
         chunks = run(collect())
     finally:

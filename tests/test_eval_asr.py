@@ -228,7 +228,9 @@ def _build_tiny_transformers_whisper(folder: Path) -> Path:
     tokenizer = transformers.WhisperTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), unk_token=eot,
                                               bos_token=eot, eos_token=eot, pad_token=eot)
     tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
-    transformers.WhisperProcessor(transformers.WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(folder)
+    transformers.WhisperProcessor(transformers.WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(
+        folder
+    )
     ids = {token: vocab[token] for token in specials}
     special_ids = dict(decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids[eot],
                        pad_token_id=ids[eot], bos_token_id=ids[eot])

@@ -113,9 +113,16 @@ def test_wer_rows_with_hostile_headers_fail_alone_and_odd_files_get_notes(hostil
     assert by["good"].status == "ok" and not by["good"].notes
     for utt, rate in (("one_hz", 1), ("one_mhz", 1_000_000)):
         assert by[utt].status == "unreadable" and f"implausible sample rate {rate} Hz" in by[utt].error
-    assert by["cut_short"].status == "ok" and "declares 608000 bytes of audio but the file holds 304000" in by["cut_short"].notes[0]
+    assert (
+        by["cut_short"].status == "ok"
+        and "declares 608000 bytes of audio but the file holds 304000" in by["cut_short"].notes[0]
+    )
     assert by["huge_claim"].status == "ok" and "declares 4294967280 bytes" in by["huge_claim"].notes[0]
-    assert by["outside"].status == "ok" and "is a symlink to" in by["outside"].notes[0] and "outside" in by["outside"].notes[0]
+    assert (
+        by["outside"].status == "ok"
+        and "is a symlink to" in by["outside"].notes[0]
+        and "outside" in by["outside"].notes[0]
+    )
     from omnicli.evaluation import build_wer_summary
 
     summary = build_wer_summary(run, lang="en", threshold=0.5, asr=None)

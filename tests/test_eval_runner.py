@@ -81,14 +81,18 @@ def test_statuses_and_summary(tmp_path):
     assert by["emptyref"].status == "empty_reference"
     assert asr.batches == [[16_000, 32_000], [48_000]]  # batched; failures never reach ASR
 
-    summary = build_wer_summary(run, lang="en", threshold=0.5, asr=asr.describe(), profile_digest="d1", retainer=retainer)
+    summary = build_wer_summary(
+        run, lang="en", threshold=0.5, asr=asr.describe(), profile_digest="d1", retainer=retainer
+    )
     # The empty transcript is scored as WER 1.0 (seed-tts-eval's rule), not failed.
     assert by["silent_asr"].wer == 1.0 and by["silent_asr"].hyp == "..."
     assert summary["num_scored"] == 3 and summary["num_missing"] == 1 and summary["num_failed"] == 4
     assert summary["num_empty_transcripts"] == 1
     assert summary["missing"] == ["absent"]
     assert {f["utt"] for f in summary["failed"]} == {"garbage", "zero", "noframes", "emptyref"}
-    assert summary["seed_wer_mean"] == round((0 + 1 + 1) / 3 * 100, 3) and summary["share_wer_above_50"] == round(2 / 3 * 100, 3)
+    assert summary["seed_wer_mean"] == round((0 + 1 + 1) / 3 * 100, 3) and summary["share_wer_above_50"] == round(
+        2 / 3 * 100, 3
+    )
     assert summary["wer_mean_failed_as_100"] == round((0 + 1 + 1 + 4) / 7 * 100, 3)
     assert summary["profile_digest"] == "d1" and summary["asr"]["backend"] == "scripted"
     assert summary["num_retained"] == 2

@@ -95,7 +95,10 @@ def test_aggregate_hand_computed():
 
 def test_corpus_differs_from_mean_of_ratios():
     # a short bad utterance weighs as much as a long good one in the mean, not in the corpus figure
-    scores = [score_utterance("a", "b", "en"), score_utterance(" ".join(f"w{i}" for i in range(99)), " ".join(f"w{i}" for i in range(99)), "en")]
+    scores = [
+        score_utterance("a", "b", "en"),
+        score_utterance(" ".join(f"w{i}" for i in range(99)), " ".join(f"w{i}" for i in range(99)), "en"),
+    ]
     agg = aggregate(scores)
     assert agg["seed_wer_mean"] == 50.0
     assert agg["corpus_wer"] == 1.0
@@ -145,7 +148,11 @@ def test_tsv_hypothesis_is_everything_after_the_first_tab(tmp_path):
 @pytest.mark.parametrize(
     "content, name, match",
     [
-        ('{"utt": "a", "hyp": "x"}\n{"utt": "a", "hyp": "y"}\n', "d.jsonl", r"d.jsonl:2: duplicate utterance id 'a' \(first on line 1\)"),
+        (
+            '{"utt": "a", "hyp": "x"}\n{"utt": "a", "hyp": "y"}\n',
+            "d.jsonl",
+            r"d.jsonl:2: duplicate utterance id 'a' \(first on line 1\)",
+        ),
         ('{"utt": "a", "hyp": "x"}\nnot json\n', "j.jsonl", r"j.jsonl:2: invalid JSON"),
         ('{"utt": "a", "hyp": 3}\n', "h.jsonl", r"h.jsonl:1: key 'hyp' must be a string or null"),
         ("a\tb\nlonely\n", "t.tsv", r"t.tsv:2: expected utt<TAB>hyp"),

@@ -91,7 +91,9 @@ def _noisy(clip: np.ndarray, snr_db: float) -> np.ndarray:
 def test_dnsmos_clean_speech_beats_the_same_speech_with_noise(voices, dnsmos):
     sources = [voices["slt-b"], voices["awb-a"]] + sorted(LIBRIVOX.glob("*.wav"))[:2]
     clean = [load_mono(p, SAMPLE_RATE) for p in sources]
-    items = [ScoreItem(f"c{i}", c) for i, c in enumerate(clean)] + [ScoreItem(f"n{i}", _noisy(c, 5.0)) for i, c in enumerate(clean)]
+    items = [ScoreItem(f"c{i}", c) for i, c in enumerate(clean)] + [
+        ScoreItem(f"n{i}", _noisy(c, 5.0)) for i, c in enumerate(clean)
+    ]
     scores = dnsmos.score(items)
     n = len(clean)
     for i in range(n):
@@ -217,7 +219,9 @@ def test_wavlm_loads_a_local_folder_and_a_hub_cache_snapshot(tmp_path, tiny_wavl
     t = np.arange(16000) / 16000
     sf.write(ref, 0.3 * np.sin(2 * np.pi * 220 * t), 16000)
     same = scorer.score([ScoreItem("u", load_mono(ref, SAMPLE_RATE), ref)])[0]["sim"]
-    other = scorer.score([ScoreItem("v", (0.3 * np.sign(np.sin(2 * np.pi * 97 * t))).astype(np.float32), ref)])[0]["sim"]
+    other = scorer.score([ScoreItem("v", (0.3 * np.sign(np.sin(2 * np.pi * 97 * t))).astype(np.float32), ref)])[0][
+        "sim"
+    ]
     assert same == pytest.approx(1.0, abs=1e-3) and other < same
     # The hub cache layout: models--ORG--NAME/snapshots/REV/ + refs/main.
     repo = tmp_path / "hub" / "models--acme--tiny-wavlm-sv"

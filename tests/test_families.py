@@ -46,7 +46,10 @@ def test_native_families_are_registered_with_their_engine_and_parts():
 
 
 def test_an_unknown_family_names_the_closest_one():
-    with pytest.raises(UnknownFamily, match=r"unknown model family 'orpheu'; did you mean 'orpheus'\? \(known: omni-tiny, orpheus, neutts-air"):
+    with pytest.raises(
+        UnknownFamily,
+        match=r"unknown model family 'orpheu'; did you mean 'orpheus'\? \(known: omni-tiny, orpheus, neutts-air",
+    ):
         get_family("orpheu")
     with pytest.raises(UnknownFamily) as info:
         get_family("zzz")
@@ -96,12 +99,17 @@ def test_an_optional_registration_module_is_imported_only_when_present(monkeypat
 def test_a_family_whose_packages_are_missing_is_a_usage_error_with_its_install_hint(registered, tmp_path):
     registered(Family("test-needs-pkg", "needs a package that is not installed", engine="native",
                       requires=("omnicli_no_such_backend",), install_hint="pip install 'omnicli[test-extra]'"))
-    with pytest.raises(FamilyUnavailable, match=r"needs omnicli_no_such_backend, which is not installed: pip install 'omnicli\[test-extra\]'"):
+    with pytest.raises(
+        FamilyUnavailable,
+        match=r"needs omnicli_no_such_backend, which is not installed: pip install 'omnicli\[test-extra\]'",
+    ):
         families.check_available("test-needs-pkg")
     resolved = load_profile(None, overrides=["model=test-needs-pkg"], platform="cpu")  # the profile itself is valid
     with pytest.raises(FamilyUnavailable):
         asyncio.run(backends.start_engine(resolved))
-    result = runner.invoke(app, ["synth", str(DEMO_MANIFEST), "--out", str(tmp_path / "out"), "--set", "model=test-needs-pkg"])
+    result = runner.invoke(
+        app, ["synth", str(DEMO_MANIFEST), "--out", str(tmp_path / "out"), "--set", "model=test-needs-pkg"]
+    )
     assert result.exit_code == 2, result.output
     assert "pip install 'omnicli[test-extra]'" in result.output
     assert not (tmp_path / "out" / "results.jsonl").exists()
@@ -133,7 +141,9 @@ def test_asr_backends_come_from_one_registry(tmp_path, monkeypatch):
     assert asr_backend_names() == ["openai-whisper", "faster-whisper", "transformers", "funasr"]
     assert AsrSpec.parse("transformers") == AsrSpec("transformers", "openai/whisper-large-v3")
     assert get_asr_backend("funasr").default_model == "paraformer-zh"
-    with pytest.raises(AsrSetupError, match=r"unknown ASR backend 'whisperx' in --asr 'whisperx' \(expected one of openai-whisper, "):
+    with pytest.raises(
+        AsrSetupError, match=r"unknown ASR backend 'whisperx' in --asr 'whisperx' \(expected one of openai-whisper, "
+    ):
         AsrSpec.parse("whisperx")
     checkpoint = tmp_path / "model.pt"
     checkpoint.write_bytes(b"x")  # located, not loaded

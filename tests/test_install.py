@@ -19,7 +19,11 @@ PACKAGE = Path(omnicli.__file__).parent
 
 def test_every_data_file_is_declared_package_data():
     globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["omnicli"]
-    files = [p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "data").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(PACKAGE).as_posix()
+        for p in (PACKAGE / "data").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert files, "omnicli/data is empty"
     undeclared = [f for f in files if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)]
     assert not undeclared, f"not in [tool.setuptools.package-data]: {undeclared}"

@@ -41,7 +41,9 @@ def only_error(manifest, line_no: int) -> str:
 
 
 def test_good_rows_parse_with_resolved_paths(folder):
-    m = read_manifest(write_lst(folder, "# comment", "", GOOD, "g2||prompts/p.wav|Second.|prompts/gt.wav", "g3|||No reference."))
+    m = read_manifest(
+        write_lst(folder, "# comment", "", GOOD, "g2||prompts/p.wav|Second.|prompts/gt.wav", "g3|||No reference.")
+    )
     assert [r.utt for r in m.rows] == ["good", "g2", "g3"] and not m.errors
     assert m.rows[0].prompt_wav == (folder / "prompts" / "p.wav").resolve()
     assert m.rows[0].line_no == 3 and m.rows[0].where == f"{m.path}:3"

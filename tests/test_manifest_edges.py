@@ -79,7 +79,17 @@ def test_ids_refused_with_the_reason(folder, line, reason):
 
 
 def test_each_row_error_after_the_id_names_its_utterance(folder):
-    m = read_manifest(lst(folder, "x1|||", "x2|||Fine.", "x2|||Again.", "x3||missing.wav|T.", "x4||prompts/p.wav|T.|/abs/gt.wav", "x5|||Last."))
+    m = read_manifest(
+        lst(
+            folder,
+            "x1|||",
+            "x2|||Fine.",
+            "x2|||Again.",
+            "x3||missing.wav|T.",
+            "x4||prompts/p.wav|T.|/abs/gt.wav",
+            "x5|||Last.",
+        )
+    )
     assert [(e.line_no, e.utt) for e in m.errors] == [(1, "x1"), (3, "x2"), (4, "x3"), (5, "x4")]
     assert [e.reason.split(" ")[0] for e in m.errors] == ["empty", "duplicate", "reference", "absolute"]
     assert [r.utt for r in m.rows] == ["x2", "x5"]  # rows after a duplicate still count
@@ -106,4 +116,7 @@ def test_references_may_be_missing_when_audio_is_not_checked(folder):
 def test_resolve_audio_path_checks_existence_by_default_and_refuses_nul(folder):
     path, error = resolve_audio_path("missing.wav", folder, False)
     assert path is None and error == f"reference audio not found: {(folder / 'missing.wav').resolve()}"
-    assert resolve_audio_path("a\x00.wav", folder, True) == (None, "reference audio path 'a\\x00.wav' contains a NUL byte")
+    assert resolve_audio_path("a\x00.wav", folder, True) == (
+        None,
+        "reference audio path 'a\\x00.wav' contains a NUL byte",
+    )

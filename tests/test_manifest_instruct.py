@@ -18,16 +18,26 @@ def jsonl(folder: Path, *rows: dict) -> Path:
 
 
 def test_instruct_is_read_stripped_optional_and_reaches_the_request(tmp_path):
-    m = read_manifest(jsonl(tmp_path, {"utt": "a", "text": "A.", "instruct": " A calm, low voice. "}, {"utt": "b", "text": "B."},
-                            {"utt": "c", "text": "C.", "instruct": None}))
+    m = read_manifest(
+        jsonl(
+            tmp_path,
+            {"utt": "a", "text": "A.", "instruct": " A calm, low voice. "},
+            {"utt": "b", "text": "B."},
+            {"utt": "c", "text": "C.", "instruct": None},
+        )
+    )
     assert not m.errors
     assert [(r.utt, r.instruct) for r in m.rows] == [("a", "A calm, low voice."), ("b", ""), ("c", "")]
     assert [request_from_row(r).instruct for r in m.rows] == ["A calm, low voice.", None, None]
 
 
 def test_a_bad_instruct_skips_that_row_only(tmp_path):
-    path = jsonl(tmp_path, {"utt": "a", "text": "A.", "instruct": ["no"]}, {"utt": "b", "text": "B.", "instruct": "x" * (MAX_INSTRUCT_CHARS + 1)},
-                 {"utt": "c", "text": "C.", "instruct": "Bright."})
+    path = jsonl(
+        tmp_path,
+        {"utt": "a", "text": "A.", "instruct": ["no"]},
+        {"utt": "b", "text": "B.", "instruct": "x" * (MAX_INSTRUCT_CHARS + 1)},
+        {"utt": "c", "text": "C.", "instruct": "Bright."},
+    )
     m = read_manifest(path)
     assert [r.utt for r in m.rows] == ["c"]
     assert [(e.line_no, e.reason) for e in m.errors] == [
@@ -39,4 +49,7 @@ def test_a_bad_instruct_skips_that_row_only(tmp_path):
 def test_instruct_changes_the_digest_only_when_present():
     plain = ManifestRow(utt="a", text="Hello.")
     assert input_digest(plain) == input_digest(ManifestRow(utt="a", text="Hello.", instruct=""))
-    assert input_digest(ManifestRow(utt="a", text="Hello.", instruct="Calm.")) not in (input_digest(plain), input_digest(ManifestRow(utt="a", text="Hello.", instruct="Loud.")))
+    assert input_digest(ManifestRow(utt="a", text="Hello.", instruct="Calm.")) not in (
+        input_digest(plain),
+        input_digest(ManifestRow(utt="a", text="Hello.", instruct="Loud.")),
+    )

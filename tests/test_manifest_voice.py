@@ -28,8 +28,13 @@ def test_voice_is_read_stripped_and_optional(tmp_path):
 
 
 def test_a_bad_voice_skips_that_row_only_naming_file_line_and_reason(tmp_path):
-    path = jsonl(tmp_path, {"utt": "a", "text": "A.", "voice": 3}, {"utt": "b", "text": "B.", "voice": "x" * (MAX_VOICE_CHARS + 1)},
-                 {"utt": "c", "text": "C.", "voice": "ta\nra"}, {"utt": "d", "text": "D.", "voice": "zoe"})
+    path = jsonl(
+        tmp_path,
+        {"utt": "a", "text": "A.", "voice": 3},
+        {"utt": "b", "text": "B.", "voice": "x" * (MAX_VOICE_CHARS + 1)},
+        {"utt": "c", "text": "C.", "voice": "ta\nra"},
+        {"utt": "d", "text": "D.", "voice": "zoe"},
+    )
     m = read_manifest(path)
     assert [r.utt for r in m.rows] == ["d"]
     assert [(e.line_no, e.reason, e.utt) for e in m.errors] == [
@@ -67,8 +72,16 @@ def test_resume_redoes_a_row_whose_voice_changed(tmp_path):
     lines = []
     for row in first.rows:
         sf.write(out / f"{row.utt}.wav", np.zeros(2400, np.float32), 24000, subtype="PCM_16")
-        lines.append({"utt": row.utt, "status": "ok", "line": row.line_no, "wav": f"{row.utt}.wav", "audio_seconds": 0.1,
-                      "input_digest": input_digest(row)})
+        lines.append(
+            {
+                "utt": row.utt,
+                "status": "ok",
+                "line": row.line_no,
+                "wav": f"{row.utt}.wav",
+                "audio_seconds": 0.1,
+                "input_digest": input_digest(row),
+            }
+        )
     (out / RESULTS).write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert plan_run(first, out).done == ["a", "b"]
     edited = read_manifest(jsonl(tmp_path, {"utt": "a", "text": "A.", "voice": "zac"}, {"utt": "b", "text": "B."}))

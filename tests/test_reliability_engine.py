@@ -105,7 +105,10 @@ def test_mixed_batch_bad_rows_fail_alone_and_are_retained(engine_harness, fresh_
     assert rows["stereo"]["ref_cache"] == "cold"
     where = f"{manifest}:"
     assert rows["emptyref"]["error"].startswith(f"{where}4: reference audio:") and "empty" in rows["emptyref"]["error"]
-    assert rows["corruptref"]["error"].startswith(f"{where}5: reference audio:") and "unreadable" in rows["corruptref"]["error"]
+    assert (
+        rows["corruptref"]["error"].startswith(f"{where}5: reference audio:")
+        and "unreadable" in rows["corruptref"]["error"]
+    )
     assert "accepts at most" in rows["toolong"]["error"] and rows["toolong"]["line"] == 6
     assert "injected stage fault" in rows["boom"]["error"]
     for utt in ("emptyref", "corruptref", "toolong", "boom"):
@@ -130,7 +133,10 @@ def test_mixed_batch_bad_rows_fail_alone_and_are_retained(engine_harness, fresh_
 def test_thresholds_from_the_profile_flag_suspect_successes(engine_harness, tmp_path, monkeypatch):
     """`--set retention.*` reaches the judgement: a success is kept with its reasons and stays ok."""
     engine = engine_harness.engine
-    strict = load_profile("cpu", overrides=["retention.near_silent_dbfs=0", "retention.too_long_min_s=0", "retention.too_long_s_per_char=0.001"])
+    strict = load_profile(
+        "cpu",
+        overrides=["retention.near_silent_dbfs=0", "retention.too_long_min_s=0", "retention.too_long_s_per_char=0.001"],
+    )
     monkeypatch.setattr(engine.profile, "retention", strict.profile.retention)
     manifest = make_manifest(tmp_path / "set", ["quiet|||Judged by strict thresholds."])
     out, kept = tmp_path / "out", tmp_path / "kept"
@@ -143,7 +149,10 @@ def test_thresholds_from_the_profile_flag_suspect_successes(engine_harness, tmp_
 
 
 def test_token_cap_gives_hit_cap_and_empty_audio_is_a_failure(engine_harness, tmp_path):
-    manifest = make_manifest(tmp_path / "set", ["capped|||A sentence long enough to be cut short.", "nothing|||Too few tokens for one frame."])
+    manifest = make_manifest(
+        tmp_path / "set",
+        ["capped|||A sentence long enough to be cut short.", "nothing|||Too few tokens for one frame."],
+    )
     out, kept = tmp_path / "out", tmp_path / "kept"
     parsed = read_manifest(manifest)
     capped = SynthRun(engine_harness.engine, out, max_new_tokens=12, retainer=Retainer(kept))
@@ -220,10 +229,14 @@ def test_disk_full_stops_the_run_leaves_rows_pending_and_a_rerun_finishes_them(e
     again = SynthRun(engine_harness.engine, out, concurrency=2)
     engine_harness.run(again.run(plan.todo))
     assert again.output_error is None
-    assert sorted(r["utt"] for r in read_jsonl(out / RESULTS) if r["status"] == "ok") == sorted(r.utt for r in manifest.rows)
+    assert sorted(r["utt"] for r in read_jsonl(out / RESULTS) if r["status"] == "ok") == sorted(
+        r.utt for r in manifest.rows
+    )
 
 
-def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_still_finishes(engine_harness, fresh_engine_state, monkeypatch):
+def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_still_finishes(
+    engine_harness, fresh_engine_state, monkeypatch
+):
     # A request queued behind a full batch gets no audio for a long time while
     # the engine makes progress: that is load, not a hung stage, and must not fail.
     # Machine speed must not matter: the late request is held in the talker (not slept) until
@@ -268,7 +281,9 @@ def test_a_request_that_waits_longer_than_the_stage_timeout_while_others_stream_
     assert engine.fault() is None
 
 
-def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
+def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(
+    engine_harness, fresh_engine_state, tmp_path, monkeypatch
+):
     engine = engine_harness.engine
     monkeypatch.setattr(engine.profile, "stage_timeout_s", 1.0)
     inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(3600))  # every request hangs
@@ -292,7 +307,9 @@ def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_h
 
     # s1 and s2 are held in the talker until cancelled, so they are in flight when s0 ends
     # whatever the machine's speed.
-    inject_into_talker(monkeypatch, engine_harness.engine, lambda rid: asyncio.sleep(3600) if rid.startswith(("s1#", "s2#")) else None)
+    inject_into_talker(
+        monkeypatch, engine_harness.engine, lambda rid: asyncio.sleep(3600) if rid.startswith(("s1#", "s2#")) else None
+    )
     run = SynthRun(engine_harness.engine, out, concurrency=3, grace_s=0.0, on_result=stop_after_first)
     engine_harness.run(run.run(read_manifest(manifest).rows))
     rows = read_jsonl(out / RESULTS)

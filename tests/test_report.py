@@ -31,26 +31,62 @@ runner = CliRunner()
 def test_the_diff_counts_what_the_wer_counted(ref, hyp):
     score = score_utterance(ref, hyp, "en")
     ops = word_diff(score.ref_norm, score.hyp_norm)
-    assert error_counts(ops) == {"substitutions": score.substitutions, "deletions": score.deletions, "insertions": score.insertions}
+    assert error_counts(ops) == {
+        "substitutions": score.substitutions,
+        "deletions": score.deletions,
+        "insertions": score.insertions,
+    }
     assert [r for op, r, _ in ops if op != "i"] == score.ref_norm.split()
     assert [h for op, _, h in ops if op != "d"] == score.hyp_norm.split()
 
 
 def test_the_diff_marks_a_substitution_in_place():
-    assert word_diff("the rough planks", "the smooth planks") == [["=", "the", "the"], ["s", "rough", "smooth"], ["=", "planks", "planks"]]
+    assert word_diff("the rough planks", "the smooth planks") == [
+        ["=", "the", "the"],
+        ["s", "rough", "smooth"],
+        ["=", "planks", "planks"],
+    ]
     assert word_diff("", "anything") is None
 
 
 def _run(profile: str, rounds: list[list[tuple[float, float]]], conc: int = 1) -> dict:
     """A bench run with --save-detailed lists: per round, (first audio s, audio s) per request, one second apart."""
-    lists = {k: [] for k in ("utts", "request_rounds", "start_times", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs", "errors")}
+    lists = {
+        k: []
+        for k in (
+            "utts",
+            "request_rounds",
+            "start_times",
+            "audio_ttfps",
+            "e2els",
+            "audio_durations",
+            "audio_rtfs",
+            "errors",
+        )
+    }
     for r, requests in enumerate(rounds):
         for i, (ttfp, dur) in enumerate(requests):
-            for key, value in (("utts", f"u{i}"), ("request_rounds", r), ("start_times", float(i)), ("audio_ttfps", ttfp),
-                               ("e2els", ttfp + 0.5), ("audio_durations", dur), ("audio_rtfs", (ttfp + 0.5) / dur), ("errors", "")):
+            for key, value in (
+                ("utts", f"u{i}"),
+                ("request_rounds", r),
+                ("start_times", float(i)),
+                ("audio_ttfps", ttfp),
+                ("e2els", ttfp + 0.5),
+                ("audio_durations", dur),
+                ("audio_rtfs", (ttfp + 0.5) / dur),
+                ("errors", ""),
+            ):
                 lists[key].append(value)
-    return {"label": f"{profile}/c{conc}", "profile_label": profile, "arm": profile, "max_concurrency": conc, "request_rate": "inf",
-            "round_durations": [float(len(req)) for req in rounds], "rounds": len(rounds), **lists}
+    return {
+        "label": f"{profile}/c{conc}",
+        "profile_label": profile,
+        "arm": profile,
+        "max_concurrency": conc,
+        "request_rate": "inf",
+        "round_durations": [float(len(req)) for req in rounds],
+        "rounds": len(rounds),
+        **lists,
+    }
 
 
 def test_compare_per_round_figures_and_verdicts():
@@ -73,12 +109,21 @@ def test_compare_per_round_figures_and_verdicts():
 
 
 def _bench_files(folder: Path) -> dict:
-    run = _run("a", [[(0.2, 2.0)], [(0.2, 2.0)]]) | {"started_at": "2026-12-01T10:00:00+00:00", "completed": 2, "duration": 2.0,
-                                                    "audio_throughput": 2.0, "p50_audio_ttfp_ms": 200.0}
+    run = _run("a", [[(0.2, 2.0)], [(0.2, 2.0)]]) | {
+        "started_at": "2026-12-01T10:00:00+00:00",
+        "completed": 2,
+        "duration": 2.0,
+        "audio_throughput": 2.0,
+        "p50_audio_ttfp_ms": 200.0,
+    }
     folder.mkdir(parents=True)
-    (folder / "omni-bench-1.json").write_text(json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None}))
+    (folder / "omni-bench-1.json").write_text(
+        json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None})
+    )
     # the vLLM-shaped per-pass file of the same pass, with keys another version adds (vLLM's ttft lists)
-    (folder / "omni-a-infqps.json").write_text(json.dumps(run | {"backend": "omni", "mean_ttft_ms": 50.0, "ttfts": [0.05, 0.05]}))
+    (folder / "omni-a-infqps.json").write_text(
+        json.dumps(run | {"backend": "omni", "mean_ttft_ms": 50.0, "ttfts": [0.05, 0.05]})
+    )
     (folder / "broken.json").write_text("{not json")
     (folder / "unrelated.json").write_text(json.dumps({"hello": 1}))
     return run
@@ -98,8 +143,14 @@ def test_two_result_files_of_one_profile_are_an_ab(tmp_path):
     folder = tmp_path / "ab"
     folder.mkdir()
     for n, ttfp in ((1, 0.2), (2, 0.1)):
-        run = _run("default", [[(ttfp, 2.0)], [(ttfp * 1.1, 2.0)], [(ttfp * 0.9, 2.0)]]) | {"started_at": f"t{n}", "completed": 3, "duration": 3.0}
-        (folder / f"omni-bench-{n}.json").write_text(json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None}))
+        run = _run("default", [[(ttfp, 2.0)], [(ttfp * 1.1, 2.0)], [(ttfp * 0.9, 2.0)]]) | {
+            "started_at": f"t{n}",
+            "completed": 3,
+            "duration": 3.0,
+        }
+        (folder / f"omni-bench-{n}.json").write_text(
+            json.dumps({"runs": [run], "comparisons": [], "interrupted": False, "engine_error": None})
+        )
     result = runner.invoke(app, ["report", str(folder), "--out", str(tmp_path / "r.html")])
     assert result.exit_code == 0, result.output
     html = (tmp_path / "r.html").read_text()
@@ -160,13 +211,32 @@ def test_rows_join_synth_eval_and_retention_and_fall_into_groups(tmp_path):
         sf.write(gen / name, pcm, 24000)
     for name in ("failed_speech_1.wav", "failed_speech_2.wav"):
         sf.write(kept / name, pcm, 16000)
-    rows = [SynthResult(utt="a", status="ok", wav="a.wav", audio_seconds=0.1, flags=["near_silent"], retained=str(kept / "failed_speech_1.wav")),
-            SynthResult(utt="b", status="ok", wav="b.wav", audio_seconds=0.1, finish_reason="length", flags=["hit_cap"]),
-            SynthResult(utt="c", status="failed", error="boom")]
+    rows = [
+        SynthResult(
+            utt="a",
+            status="ok",
+            wav="a.wav",
+            audio_seconds=0.1,
+            flags=["near_silent"],
+            retained=str(kept / "failed_speech_1.wav"),
+        ),
+        SynthResult(utt="b", status="ok", wav="b.wav", audio_seconds=0.1, finish_reason="length", flags=["hit_cap"]),
+        SynthResult(utt="c", status="failed", error="boom"),
+    ]
     (gen / "results.jsonl").write_text("".join(r.to_line() + "\n" for r in rows))
     (kept / "failed_speech_1.json").write_text(json.dumps({"utt": "a", "reasons": ["near_silent", "clipped"]}))
-    (kept / "failed_speech_2.json").write_text(json.dumps({"utt": "z", "reasons": ["asr_mismatch"], "text": "one two",
-                                                           "ref_norm": "one two", "hyp_norm": "one too", "transcript": "one too"}))
+    (kept / "failed_speech_2.json").write_text(
+        json.dumps(
+            {
+                "utt": "z",
+                "reasons": ["asr_mismatch"],
+                "text": "one two",
+                "ref_norm": "one two",
+                "hyp_norm": "one too",
+                "transcript": "one too",
+            }
+        )
+    )
     utterances = collect_rows(read_sources([gen, kept]))
     by_utt = {r.utt: r for r in utterances.rows}
     assert sorted(by_utt) == ["a", "b", "c", "z"]

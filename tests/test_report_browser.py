@@ -53,7 +53,9 @@ def known_error_manifest(tmp: Path, demo_manifest: Path, gen_dir: Path) -> Path:
     shutil.copy(prompts / "slt_birch.wav", gen_dir / f"{KNOWN}.wav")
     manifest = tmp / "scored.lst"
     lines = demo_manifest.read_text().splitlines()
-    lines.append(f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the rough planks.")
+    lines.append(
+        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the rough planks."
+    )
     manifest.write_text("\n".join(lines) + "\n")
     return manifest
 
@@ -71,18 +73,68 @@ def runs(engine_harness, tmp_path_factory) -> Runs:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Engine, "start", staticmethod(start))  # every engine start gets the session's engine
         gen, synth_page = tmp / "gen", tmp / "synth-report.html"
-        result = runner.invoke(app, ["synth", str(demo / "meta.lst"), "--out", str(gen), "--profile", "cpu", *SETS, "--report", str(synth_page)])
+        result = runner.invoke(
+            app,
+            [
+                "synth",
+                str(demo / "meta.lst"),
+                "--out",
+                str(gen),
+                "--profile",
+                "cpu",
+                *SETS,
+                "--report",
+                str(synth_page),
+            ],
+        )
         assert result.exit_code == 0, result.output
         results, bench_page = tmp / "results", tmp / "bench.html"
-        result = runner.invoke(app, [
-            "bench", "--profile", "cpu", "--compare", "low_latency", *SETS, "-c", "1,2", "-n", "4", "--rounds", "3",
-            "--max-new-tokens", "40", "--save-detailed", "--save-result", "--result-dir", str(results), "--report", str(bench_page)])
+        result = runner.invoke(
+            app,
+            [
+                "bench",
+                "--profile",
+                "cpu",
+                "--compare",
+                "low_latency",
+                *SETS,
+                "-c",
+                "1,2",
+                "-n",
+                "4",
+                "--rounds",
+                "3",
+                "--max-new-tokens",
+                "40",
+                "--save-detailed",
+                "--save-result",
+                "--result-dir",
+                str(results),
+                "--report",
+                str(bench_page),
+            ],
+        )
         assert result.exit_code == 0, result.output
 
     manifest = known_error_manifest(tmp, demo / "meta.lst", gen)
     eval_page = tmp / "eval-report.html"
-    result = runner.invoke(app, ["eval", str(gen), "--manifest", str(manifest), "--metrics", "wer", "--asr", "faster-whisper:tiny.en-bundled",
-                                 "--device", "cpu", "--report", str(eval_page)])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            str(gen),
+            "--manifest",
+            str(manifest),
+            "--metrics",
+            "wer",
+            "--asr",
+            "faster-whisper:tiny.en-bundled",
+            "--device",
+            "cpu",
+            "--report",
+            str(eval_page),
+        ],
+    )
     assert result.exit_code == 0, result.output
     mail_page = tmp / "pages" / "mail" / "report.html"
     result = runner.invoke(app, ["report", str(gen), "--out", str(mail_page), "--embed-audio", "worst:2"])
@@ -90,7 +142,9 @@ def runs(engine_harness, tmp_path_factory) -> Runs:
     scored = [json.loads(line) for line in (gen / "eval" / "eval_results.jsonl").read_text().splitlines()]
     summary = json.loads(next(results.glob("omni-bench-*.json")).read_text())
     again = runner.invoke(app, ["report", str(results), "--out", str(tmp / "again.html")])
-    return Runs(tmp, {r["utt"]: r for r in scored}, eval_page, mail_page, synth_page, summary["runs"], bench_page, again)
+    return Runs(
+        tmp, {r["utt"]: r for r in scored}, eval_page, mail_page, synth_page, summary["runs"], bench_page, again
+    )
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +165,10 @@ class Page:
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("request", lambda r: None if r.url.startswith(("file:", "data:")) else self.errors.append(f"fetched {r.url}"))
+        self.page.on(
+            "request",
+            lambda r: None if r.url.startswith(("file:", "data:")) else self.errors.append(f"fetched {r.url}"),
+        )
         self.page.goto(file_url(path))
         self.page.wait_for_function("window.omniReport !== undefined")
 
@@ -122,7 +179,9 @@ class Page:
         return self.page.eval_on_selector_all("#utt-table tbody tr", "rows => rows.map(r => r.dataset.utt)")
 
     def column(self, index: int) -> list[str]:
-        return self.page.eval_on_selector_all(f"#utt-table tbody tr td:nth-child({index})", "cells => cells.map(c => c.textContent)")
+        return self.page.eval_on_selector_all(
+            f"#utt-table tbody tr td:nth-child({index})", "cells => cells.map(c => c.textContent)"
+        )
 
     def audio_durations(self) -> list[tuple[str, float | None]]:
         """Every audio element's src and duration, once each has loaded its metadata (or failed)."""
@@ -157,11 +216,15 @@ def test_synth_and_eval_report_in_a_browser(runs, browser):
         assert all(duration and duration > 0 for _, duration in audio), audio
         srcs = [src for src, _ in audio]
         if path.parent == page_dir:
-            assert sum(src.startswith("data:audio/wav;base64,") for src in srcs) == 4  # 2 rows x (generated + reference)
+            assert (
+                sum(src.startswith("data:audio/wav;base64,") for src in srcs) == 4
+            )  # 2 rows x (generated + reference)
             assert all(src.startswith("../../") for src in srcs if not src.startswith("data:"))
 
         # sorting by WER reorders the rows; a second click reverses
-        wer_col = 1 + page.eval_on_selector_all("#utt-table thead th", "ths => ths.map(t => t.dataset.key)").index("wer")
+        wer_col = 1 + page.eval_on_selector_all("#utt-table thead th", "ths => ths.map(t => t.dataset.key)").index(
+            "wer"
+        )
         page.click("th[data-key=wer]")
         ascending = [float(v) for v in page.column(wer_col)]
         assert ascending == sorted(ascending)
@@ -186,7 +249,9 @@ def test_synth_and_eval_report_in_a_browser(runs, browser):
         assert row.locator("span[data-op=s][data-ref=rough][data-hyp=smooth]").count() == 1
         marked = {op: row.locator(f"span[data-op={op}]").count() for op in "sdi"}
         assert marked == {"s": known["substitutions"], "d": known["deletions"], "i": known["insertions"]}
-        assert row.locator("span[data-op='=']").count() == known["ref_words"] - known["substitutions"] - known["deletions"]
+        assert (
+            row.locator("span[data-op='=']").count() == known["ref_words"] - known["substitutions"] - known["deletions"]
+        )
 
         # charts: one point per scored row; the histogram counts every WER
         assert page.points("fig-duration_vs_text") == [len(scored)]
@@ -208,14 +273,19 @@ def test_two_profile_bench_report_in_a_browser(runs, browser):
     options = page.eval_on_selector_all("#timeline-run option", "os => os.map(o => o.textContent)")
     assert options == [r["label"] for r in bench]
     requests = bench[0]["num_prompts"] * bench[0]["rounds"]
-    assert page.evaluate("document.getElementById('timeline').data.slice(0, 2).map(t => t.y.length)") == [requests, requests]
+    assert page.evaluate("document.getElementById('timeline').data.slice(0, 2).map(t => t.y.length)") == [
+        requests,
+        requests,
+    ]
 
     # A/B: one table per load shape, every metric with its interval over the three rounds and a verdict
     tables = page.locator("table.ab")
     assert tables.count() == 2
     rows = page.eval_on_selector_all("table.ab tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     with_interval = [cells[-1] for cells in rows if cells[4] != "-"]  # a metric with a 0 in A's rounds has none
-    assert len(with_interval) >= 12 and all(v in ("within noise", "low_latency better", "low_latency worse") for v in with_interval), rows
+    assert len(with_interval) >= 12 and all(
+        v in ("within noise", "low_latency better", "low_latency worse") for v in with_interval
+    ), rows
     # the chart shows each metric with a relative difference (A's mean not 0)
     relative = tables.nth(0).locator("tbody tr td:nth-child(4)", has_text="%").count()
     assert page.points("fig-ab_0") == [relative] and relative >= 6

@@ -70,7 +70,12 @@ def test_error_keeps_partial_audio_reasons():
 def test_reasons_accumulate_in_documented_order():
     audio = tone(12.0, 0.5)
     audio[: SR] = 1.0
-    assert judge_audio(audio, SR, text="hi", finish_reason="length", error="boom") == ["error", "hit_cap", "too_long", "clipped"]
+    assert judge_audio(audio, SR, text="hi", finish_reason="length", error="boom") == [
+        "error",
+        "hit_cap",
+        "too_long",
+        "clipped",
+    ]
 
 
 def test_thresholds_come_from_the_profile_section():

@@ -42,7 +42,11 @@ def test_a_quiet_cluster_keeps_rays_own_lines_and_colours_out(fake_ray, monkeypa
     RayCluster(None, EngineResources(), quiet=True).open()
     (kwargs,) = fake_ray
     # was: Ray's WARNING/ERROR lines between our bar's lines, colour codes in a log file, /tmp/ray
-    assert kwargs["logging_level"] == logging.CRITICAL and kwargs["log_to_driver"] is False and kwargs["configure_logging"] is False
+    assert (
+        kwargs["logging_level"] == logging.CRITICAL
+        and kwargs["log_to_driver"] is False
+        and kwargs["configure_logging"] is False
+    )
     assert os.environ["RAY_COLOR_PREFIX"] == "0" and os.environ["RAY_IGNORE_UNHANDLED_ERRORS"] == "1"
     assert kwargs["_temp_dir"] == f"{SHORT_CACHE}/ray"
 

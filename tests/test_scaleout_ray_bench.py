@@ -47,7 +47,9 @@ SR = 1000
 runner = CliRunner()
 
 
-def record(utt: str, start: float, e2el: float, ttfp: float, *, samples: int = 1000, error: str | None = None) -> RequestRecord:
+def record(
+    utt: str, start: float, e2el: float, ttfp: float, *, samples: int = 1000, error: str | None = None
+) -> RequestRecord:
     """A finished request: half its audio at start+ttfp, the rest at start+e2el."""
     return RequestRecord(
         utt=utt, request_id=utt, start=start, end=start + e2el, sample_rate=SR,
@@ -117,12 +119,21 @@ def test_a_failed_engine_is_listed_with_its_error_and_left_out_of_the_totals():
     ])
     run = build_engines_run(passed, percentiles=(50, 99), detailed=True)
     assert passed.engine_error == "engine 1: codec stage stopped"
-    assert run["num_engines"] == 3 and [e["engine_error"] for e in run["per_engine"]] == [None, "codec stage stopped", None]
+    assert run["num_engines"] == 3 and [e["engine_error"] for e in run["per_engine"]] == [
+        None,
+        "codec stage stopped",
+        None,
+    ]
     assert run["completed"] == 5 and run["warmup_requests"] == 2
     assert run["request_engines"] == [0, 0, 2, 2, 2, 2] and len(run["e2els"]) == 6
     assert [(f["utt"], f["engine"]) for f in run["failures"]] == [("b3", 2)]
-    document = build_document([run], "t0", (50, 99), engine_error=passed.engine_error,
-                               ray={"address": None, "engines": 3, "gpus_per_engine": 0.0, "cpus_per_engine": 1.0, "nodes": 3})
+    document = build_document(
+        [run],
+        "t0",
+        (50, 99),
+        engine_error=passed.engine_error,
+        ray={"address": None, "engines": 3, "gpus_per_engine": 0.0, "cpus_per_engine": 1.0, "nodes": 3},
+    )
     jsonschema.validate(json.loads(json.dumps(document.to_dict())), document_schema(Kind.bench))
     lines = text_lines([as_run(run)], (50, 99))
     assert "== cpu c=2 engine 1 ==" in lines and "Engine error: codec stage stopped" in lines
@@ -218,9 +229,13 @@ def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
     assert [p.shape.concurrency for p in results] == [1, 2]
     for passed in results:
         run = build_engines_run(passed)
-        assert [e["completed"] for e in run["per_engine"]] == [8, 8] and run["completed"] == 16  # 4 prompts x 2 rounds each
+        assert [e["completed"] for e in run["per_engine"]] == [8, 8] and run[
+            "completed"
+        ] == 16  # 4 prompts x 2 rounds each
         assert run["rounds"] == 2 and len(run["round_durations"]) == 2
-        assert [e["warmup_requests"] for e in run["per_engine"]] == ([2, 2] if passed.shape.concurrency == 1 else [0, 0])
+        assert [e["warmup_requests"] for e in run["per_engine"]] == (
+            [2, 2] if passed.shape.concurrency == 1 else [0, 0]
+        )
         ids = [r.request_id for e in passed.engines for rnd in e.result.rounds for r in rnd.records]
         assert len(set(ids)) == 16  # request ids name their engine and round
     from omnicli.scaleout.cluster import EngineResources
@@ -231,7 +246,9 @@ def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
 
 def test_an_engine_that_cannot_start_ends_the_run_before_any_round(ray_cluster):
     bench = fake_bench(ray_cluster, {1: {"fail_start": True}})
-    with pytest.raises(EngineStartError, match=r"^engine 1 \(node \w+\) could not start: RuntimeError: no CUDA device 7"):
+    with pytest.raises(
+        EngineStartError, match=r"^engine 1 \(node \w+\) could not start: RuntimeError: no CUDA device 7"
+    ):
         asyncio.run(bench.run())
     assert bench.results == []
 
@@ -286,7 +303,13 @@ def test_bench_ray_two_omni_tiny_engines_total_equals_the_engines(ray_cluster, t
     assert result.exit_code == 0, result.output
     document = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(document, document_schema(Kind.bench))
-    assert document["ray"] == {"address": None, "engines": 2, "gpus_per_engine": 0.0, "cpus_per_engine": 1.0, "nodes": 1}
+    assert document["ray"] == {
+        "address": None,
+        "engines": 2,
+        "gpus_per_engine": 0.0,
+        "cpus_per_engine": 1.0,
+        "nodes": 1,
+    }
     (run,) = document["runs"]
     engines = run["per_engine"]
     assert run["num_engines"] == 2 and [e["engine_error"] for e in engines] == [None, None]

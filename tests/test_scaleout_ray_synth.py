@@ -25,7 +25,15 @@ from typer.testing import CliRunner
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.scaleout.cluster import EngineResources, RayCluster
-from omnicli.scaleout.ray_synth import ActorSpec, Event, ProgressBoard, RaySynthRun, SynthActor, row_from_json, row_to_json
+from omnicli.scaleout.ray_synth import (
+    ActorSpec,
+    Event,
+    ProgressBoard,
+    RaySynthRun,
+    SynthActor,
+    row_from_json,
+    row_to_json,
+)
 from omnicli.scaleout.storage import StorageNotShared, write_probe
 from omnicli.synth.plan import RESULTS, SUMMARY, last_results, plan_run
 from omnicli.synth.results import SynthResult
@@ -61,7 +69,9 @@ def test_board_keeps_the_first_result_of_each_utt_and_hands_each_out_once():
     board.event(Event.ENGINE_DIED, "on node: stage died")
     board.left_pending(["c", "a"])
     lines, events = board.take()
-    assert [json.loads(x)["utt"] for x in lines] == ["a", "b"] and events == [(Event.ENGINE_DIED, "on node: stage died")]
+    assert [json.loads(x)["utt"] for x in lines] == ["a", "b"] and events == [
+        (Event.ENGINE_DIED, "on node: stage died")
+    ]
     assert board.take() == ([], [])
     assert board.pending() == ["c"]  # "a" finished after all
     assert not board.stopping()
@@ -100,7 +110,9 @@ def fake_actor(ray_cluster, tmp_path, *, engine: FakeEngine, board=None, probe=N
     board = board or ray_cluster.remote(num_cpus=0)(ProgressBoard).remote()
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    spec = ActorSpec(resolved=load_profile("cpu"), out_dir=out, probe=probe or write_probe(out), concurrency=concurrency)
+    spec = ActorSpec(
+        resolved=load_profile("cpu"), out_dir=out, probe=probe or write_probe(out), concurrency=concurrency
+    )
     exits: list[int] = []
 
     async def start(_resolved):
@@ -251,8 +263,26 @@ def test_a_killed_engine_is_restarted_and_every_row_finishes_once(run_with_a_kil
 
 def omni_synth_ray(out: Path, address: str, *extra: str) -> list[str]:
     sets = [a for s in TEST_PROFILE_SETS for a in ("--set", s)]
-    return [sys.executable, "-m", "omnicli", "synth", str(DEMO_MANIFEST), "--out", str(out), "--ray", "--ray-address", address,
-            "--engines", "1", "--concurrency", "1", "--profile", "cpu", *sets, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "omnicli",
+        "synth",
+        str(DEMO_MANIFEST),
+        "--out",
+        str(out),
+        "--ray",
+        "--ray-address",
+        address,
+        "--engines",
+        "1",
+        "--concurrency",
+        "1",
+        "--profile",
+        "cpu",
+        *sets,
+        *extra,
+    ]
 
 
 @pytest.mark.engine
@@ -260,7 +290,9 @@ def test_resume_after_an_interrupted_ray_run_redoes_only_the_missing_rows(ray_cl
     out = tmp_path / "out"
     address = ray_cluster.get_runtime_context().gcs_address  # join this module's cluster: the CLI must leave it running
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen(omni_synth_ray(out, address), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        omni_synth_ray(out, address), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
@@ -285,7 +317,9 @@ def test_resume_after_an_interrupted_ray_run_redoes_only_the_missing_rows(ray_cl
     assert again.returncode == 0, again.stderr
     assert f"{len(done)} done" in again.stderr  # the resume plan, as without --ray
     todo = len(rows) - len(done)
-    assert f"synth: {todo}/{todo} done, 0 failed" in again.stderr  # the progress display of a local run (no terminal: plain lines)
+    assert (
+        f"synth: {todo}/{todo} done, 0 failed" in again.stderr
+    )  # the progress display of a local run (no terminal: plain lines)
     summary = json.loads((out / SUMMARY).read_text())
     assert summary["num_ok"] == len(rows) and summary["this_run"]["attempted"] == len(rows) - len(done)
     assert {u: (out / f"{u}.wav").stat().st_mtime_ns for u in done} == before  # finished rows were not redone
@@ -308,7 +342,11 @@ def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, t
     (tmp_path / "out" / ".omni-probe-0123abcd").write_text("a driver killed with kill -9 left this")
     # more KV cache than any machine has: Engine.start refuses before loading anything
     run = ray_run(tmp_path, load_profile("cpu", overrides=["talker.kv_cache_space_gb=100000"], platform="cpu"))
-    assert run.engine_error and run.engine_error.startswith("an engine could not start on ") and "kv_cache" in run.engine_error
+    assert (
+        run.engine_error
+        and run.engine_error.startswith("an engine could not start on ")
+        and "kv_cache" in run.engine_error
+    )
     assert run.results == [] and run.storage_error is None
     assert not list((tmp_path / "out").glob(".omni-probe-*"))  # the stale probe too (was: left for good)
 

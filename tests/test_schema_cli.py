@@ -45,7 +45,9 @@ def test_bench_and_eval_schemas():
     jsonschema.validate(build_document([], "t0").to_dict(), schema_of("bench"))
     eval_schema = schema_of("eval")
     assert {"seed_wer_mean", "del", "num_scored"} <= set(eval_schema["properties"])
-    assert {"metrics", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean", "num_low_mos"} <= set(eval_schema["properties"])
+    assert {"metrics", "sim_mean", "sim_backend", "dnsmos_ovrl_mean", "utmos_mean", "num_low_mos"} <= set(
+        eval_schema["properties"]
+    )
     bench_run = schema_of("bench")["$defs"]["BenchRun"]
     assert "eval" in bench_run["properties"]
 
@@ -64,7 +66,9 @@ def test_eval_summary_requires_the_figures_of_each_metric_that_ran():
            "num_sim_scored": 1, "num_sim_failed": 0, "sim_cpu_s_per_utt": 0.1, "num_low_sim": 0}
     EvalSummary.model_validate({"metrics": ["sim"], **facts, **sim})
     with pytest.raises(ValidationError, match="sim ran but the summary lacks sim_backend"):
-        EvalSummary.model_validate({"metrics": ["sim"], **facts, **{k: v for k, v in sim.items() if k != "sim_backend"}})
+        EvalSummary.model_validate(
+            {"metrics": ["sim"], **facts, **{k: v for k, v in sim.items() if k != "sim_backend"}}
+        )
     with pytest.raises(ValidationError, match="wer ran"):  # eval-wer's file (no `metrics`) must hold the WER figures
         EvalSummary.model_validate(facts)
     with pytest.raises(ValidationError):

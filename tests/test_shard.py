@@ -53,7 +53,15 @@ def test_the_split_is_the_same_in_another_process():
     script = "import json,sys; from omnicli.scaleout.shard import shard_of; print(json.dumps([shard_of(u, 5) for u in json.load(sys.stdin)]))"
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
-        proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(utts), capture_output=True, text=True, env=env, timeout=120, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            input=json.dumps(utts),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=True,
+        )
         assert json.loads(proc.stdout) == here
 
 
@@ -77,7 +85,10 @@ def test_shard_specs_parse_and_refuse():
             ShardSpec.parse(bad)
 
 
-@pytest.mark.parametrize(("value", "reason"), [("3/2", "must lie in 0..1"), ("1/0", "N must be at least 1"), ("x/2", "whole numbers"), ("1", "is not I/N")])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("3/2", "must lie in 0..1"), ("1/0", "N must be at least 1"), ("x/2", "whole numbers"), ("1", "is not I/N")],
+)
 def test_bad_shard_values_exit_2_with_the_reason(tmp_path, value, reason):
     result = runner.invoke(app, ["synth", "--demo", "--out", str(tmp_path / "out"), "--shard", value])
     assert result.exit_code == 2
@@ -114,7 +125,9 @@ def make_manifest(folder: Path, n: int, extra: list[str] = ()) -> Path:
     return path
 
 
-def make_shard(out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), skip=(), limit=None, profile_sets=()) -> Path:
+def make_shard(
+    out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), skip=(), limit=None, profile_sets=()
+) -> Path:
     """What `omni synth MANIFEST --out OUT --shard SPEC` leaves: wavs, typed rows, a summary."""
     resolved = load_profile("cpu", overrides=list(profile_sets))
     parsed = select_shard(read_manifest(manifest).limited(limit), spec)
@@ -123,7 +136,13 @@ def make_shard(out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), 
     for row in parsed.rows:
         if row.utt in skip:
             continue
-        result = SynthResult(utt=row.utt, status=Status.OK, line=row.line_no, input_digest=input_digest(row), profile_digest=resolved.digest)
+        result = SynthResult(
+            utt=row.utt,
+            status=Status.OK,
+            line=row.line_no,
+            input_digest=input_digest(row),
+            profile_digest=resolved.digest,
+        )
         if row.utt in failed:
             result.status, result.error = Status.FAILED, "injected"
         else:
@@ -132,7 +151,12 @@ def make_shard(out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), 
             result.wav, result.audio_seconds = f"{row.utt}.wav", frames / SR
         rows.append(result.to_line() + "\n")
     (out / RESULTS).write_text("".join(rows))
-    write_summary(out, build_synth_summary(parsed, out, None, resolved=resolved, limit=limit, started_at="t0", shard=str(spec) if spec else None))
+    write_summary(
+        out,
+        build_synth_summary(
+            parsed, out, None, resolved=resolved, limit=limit, started_at="t0", shard=str(spec) if spec else None
+        ),
+    )
     return out
 
 
@@ -194,7 +218,9 @@ def test_a_missing_shard_and_rows_not_done_stay_pending(tmp_path):
     make_shard(tmp_path / "shard-1", manifest, ShardSpec(1, 3))
     make_shard(shards[0], manifest, ShardSpec(0, 3))
     make_shard(shards[2], manifest, ShardSpec(2, 3))
-    result = merge(*sorted(tmp_path.iterdir()), "--out", out)  # `tmp/*`: the data folder is refused, OUT itself left out
+    result = merge(
+        *sorted(tmp_path.iterdir()), "--out", out
+    )  # `tmp/*`: the data folder is refused, OUT itself left out
     assert result.exit_code == 2 and "data: no summary.json" in words(result.output)
     result = merge(*sorted(p for p in tmp_path.iterdir() if p.name != "data"), "--out", out)
     assert result.exit_code == 0, result.output
@@ -312,7 +338,9 @@ def test_limit_cuts_the_manifest_before_the_split(tmp_path):
     covered = []
     for i in range(3):
         out = make_shard(tmp_path / f"s{i}", manifest, ShardSpec(i, 3), limit=5)
-        result = runner.invoke(app, ["synth", str(manifest), "--out", str(out), "--shard", f"{i}/3", "--limit", "5", "--profile", "cpu"])
+        result = runner.invoke(
+            app, ["synth", str(manifest), "--out", str(out), "--shard", f"{i}/3", "--limit", "5", "--profile", "cpu"]
+        )
         assert result.exit_code == 0, result.output
         summary = summary_of(out)
         assert summary["limit"] == 5 and summary["num_pending"] == 0
@@ -347,7 +375,9 @@ def test_results_of_other_shards_in_a_shard_folder_are_noted_not_counted(tmp_pat
     result = runner.invoke(app, ["synth", str(manifest), "--out", str(whole), "--shard", "0/2", "--profile", "cpu"])
     mine = sum(shard_of(f"u{i:02d}", 2) == 0 for i in range(8))
     assert result.exit_code == 0, result.output
-    assert f"{8 - mine} row(s) in {whole / RESULTS} belong to other shards than 0/2: not counted here" in words(result.output)
+    assert f"{8 - mine} row(s) in {whole / RESULTS} belong to other shards than 0/2: not counted here" in words(
+        result.output
+    )
     assert (summary_of(whole)["num_rows"], summary_of(whole)["num_ok"]) == (mine, mine)
 
 

@@ -94,12 +94,24 @@ def test_two_shards_then_merge_cover_the_manifest_once(tmp_path, shared_engine_c
     omni = shared_engine_cli
     utts = sorted(row.utt for row in read_manifest(DEMO_MANIFEST).rows)
     for i in (0, 1):
-        result = omni("synth", str(DEMO_MANIFEST), "--out", str(tmp_path / f"shard-{i}"), "--shard", f"{i}/2", "--concurrency", "4", *PROFILE)
+        result = omni(
+            "synth",
+            str(DEMO_MANIFEST),
+            "--out",
+            str(tmp_path / f"shard-{i}"),
+            "--shard",
+            f"{i}/2",
+            "--concurrency",
+            "4",
+            *PROFILE,
+        )
         assert result.exit_code == 0, result.output
         summary = json.loads((tmp_path / f"shard-{i}" / "summary.json").read_text())
         mine = [u for u in utts if shard_of(u, 2) == i]
         assert (summary["shard"], summary["num_rows"], summary["num_ok"]) == (f"{i}/2", len(mine), len(mine))
-        done = sorted(json.loads(line)["utt"] for line in (tmp_path / f"shard-{i}" / "results.jsonl").read_text().splitlines())
+        done = sorted(
+            json.loads(line)["utt"] for line in (tmp_path / f"shard-{i}" / "results.jsonl").read_text().splitlines()
+        )
         assert done == mine
     assert len(omni.starts) == 2
 
@@ -110,7 +122,12 @@ def test_two_shards_then_merge_cover_the_manifest_once(tmp_path, shared_engine_c
     assert sorted(r["utt"] for r in rows) == utts and all(r["status"] == "ok" for r in rows)
     assert sorted(p.stem for p in merged.glob("*.wav")) == utts
     summary = json.loads((merged / "summary.json").read_text())
-    assert (summary["num_rows"], summary["num_ok"], summary["num_pending"], summary["shard"]) == (len(utts), len(utts), 0, None)
+    assert (summary["num_rows"], summary["num_ok"], summary["num_pending"], summary["shard"]) == (
+        len(utts),
+        len(utts),
+        0,
+        None,
+    )
 
     # a whole run resumes the merged folder with nothing to do: no engine asked for
     again = omni("synth", str(DEMO_MANIFEST), "--out", str(merged), *PROFILE)

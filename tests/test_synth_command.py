@@ -85,7 +85,13 @@ def test_out_naming_a_file_is_refused_in_one_line(tmp_path):
 
 def _done_row(out, row) -> dict:
     sf.write(out / f"{row.utt}.wav", np.zeros(2400, np.float32), 24000)
-    return {"utt": row.utt, "status": "ok", "line": row.line_no, "audio_seconds": 0.1, "input_digest": input_digest(row)}
+    return {
+        "utt": row.utt,
+        "status": "ok",
+        "line": row.line_no,
+        "audio_seconds": 0.1,
+        "input_digest": input_digest(row),
+    }
 
 
 def test_invalid_rows_after_the_limit_cut_are_not_part_of_the_run(tmp_path):
@@ -116,10 +122,15 @@ def test_a_kv_cache_larger_than_the_machine_fails_at_once_in_one_line(tmp_path):
     check_kv_cache_fits(1.0, "cpu")
     check_kv_cache_fits(1e6, "cuda")  # a GPU's cache is sized by gpu_memory_utilization instead
     (tmp_path / "meta.lst").write_text("u1|||One.\n")
-    result = synth(str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"), "--set", "talker.kv_cache_space_gb=1000000")
+    result = synth(
+        str(tmp_path / "meta.lst"), "--out", str(tmp_path / "out"), "--set", "talker.kv_cache_space_gb=1000000"
+    )
     output = " ".join(result.output.split())
     assert result.exit_code == 3, output
-    assert f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory in all" in output
+    assert (
+        f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory in all"
+        in output
+    )
     assert "Traceback" not in output and "engine ready" not in output
 
 

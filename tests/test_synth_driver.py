@@ -47,7 +47,12 @@ class FakeEngine:
         for i in range(2):
             await asyncio.sleep(0.001)
             last = i == 1
-            yield AudioChunk(np.full(SR // 10, 0.1, np.float32), last, time.perf_counter(), RequestInfo(ref_cache="none") if last else None)
+            yield AudioChunk(
+                np.full(SR // 10, 0.1, np.float32),
+                last,
+                time.perf_counter(),
+                RequestInfo(ref_cache="none") if last else None,
+            )
             if request.text == "fail":
                 raise RequestFailed(request.request_id, "injected request fault", RequestInfo())
 

@@ -85,7 +85,9 @@ def test_usage_errors_are_one_plain_line_in_process(monkeypatch):
     monkeypatch.setenv("COLUMNS", "20")
     result = runner.invoke(app, ["bench", "--metric-percentiles", "50,abc"], env=NARROW)
     assert result.exit_code == 2
-    assert "Error: Invalid value for --metric-percentiles: percentile 'abc' is not a number" in result.output.splitlines()
+    assert (
+        "Error: Invalid value for --metric-percentiles: percentile 'abc' is not a number" in result.output.splitlines()
+    )
 
 
 def test_cli_subprocess_at_narrow_columns_writes_whole_lines(tmp_path):
@@ -105,7 +107,10 @@ def test_cli_subprocess_at_narrow_columns_writes_whole_lines(tmp_path):
     assert validate.returncode == 2
     text = validate.stdout + validate.stderr
     shown = {str(bad_profile), os.path.relpath(bad_profile)}  # the command shortens paths under the working folder
-    assert any(line.strip().startswith(tuple(f"{p}:2: codec.generation_min_batch_size" for p in shown)) for line in text.splitlines()), text
+    assert any(
+        line.strip().startswith(tuple(f"{p}:2: codec.generation_min_batch_size" for p in shown))
+        for line in text.splitlines()
+    ), text
 
 
 def test_help_is_readable_in_a_pipe():

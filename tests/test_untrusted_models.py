@@ -92,7 +92,9 @@ def test_omni_eval_refuses_torchscript_without_trust_and_says_why(tmp_path, host
                                  spec.replace("PATH", str(path)), "--out", str(tmp_path / "out")], input="y\n")
     said = " ".join(result.output.split())
     assert result.exit_code == EXIT_USAGE, said
-    assert f"refusing to load {path}" in said and "TorchScript file is a program" in said and "--trust-torchscript" in said
+    assert (
+        f"refusing to load {path}" in said and "TorchScript file is a program" in said and "--trust-torchscript" in said
+    )
     assert _created(marker) == [] and not (tmp_path / "out").exists()
 
 

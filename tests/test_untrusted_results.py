@@ -49,7 +49,15 @@ def test_a_row_without_an_input_digest_is_redone_and_the_resume_says_so(tmp_path
     out.mkdir()
     r = parsed.rows
     # u01: the key missing, u02: empty (was: both counted done, the stale wav kept, silently)
-    write_rows(out, [finished_row(out, r[0]), finished_row(out, r[1], input_digest=...), finished_row(out, r[2], input_digest=""), finished_row(out, r[3])])
+    write_rows(
+        out,
+        [
+            finished_row(out, r[0]),
+            finished_row(out, r[1], input_digest=...),
+            finished_row(out, r[2], input_digest=""),
+            finished_row(out, r[3]),
+        ],
+    )
     plan = plan_run(parsed, out)
     assert plan.done == ["u00", "u03"] and plan.undigested == ["u01", "u02"] and plan.changed == []
     assert [x.utt for x in plan.todo] == ["u01", "u02"]
@@ -59,11 +67,23 @@ def test_a_row_without_an_input_digest_is_redone_and_the_resume_says_so(tmp_path
 
     monkeypatch.setattr(SynthJob, "_run_local", no_engine)
     result = runner.invoke(app, ["synth", str(manifest), "--out", str(out), "--profile", "cpu"])
-    assert "2 done, 0 failed earlier, 0 changed in the manifest, 2 without an input digest (cannot tell what they were made from: redone), 2 to do" in words(result.output)
+    assert (
+        "2 done, 0 failed earlier, 0 changed in the manifest, 2 without an input digest (cannot tell what they were made from: redone), 2 to do"
+        in words(result.output)
+    )
 
 
-@pytest.mark.parametrize("field, value", [("audio_seconds", float("nan")), ("audio_seconds", float("inf")),
-                                          ("audio_seconds", 1e308), ("audio_seconds", -1.0), ("ttfp_s", float("nan")), ("rtf", float("-inf"))])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("audio_seconds", float("nan")),
+        ("audio_seconds", float("inf")),
+        ("audio_seconds", 1e308),
+        ("audio_seconds", -1.0),
+        ("ttfp_s", float("nan")),
+        ("rtf", float("-inf")),
+    ],
+)
 def test_a_row_with_non_finite_or_absurd_numbers_is_pending_never_a_crash(tmp_path, field, value):
     manifest = make_manifest(tmp_path / "data", 3)
     parsed = read_manifest(manifest)
@@ -166,7 +186,9 @@ def test_merging_again_into_the_same_folder_leaves_no_temp_file(tmp_path):
     assert result.exit_code == 0, result.output
     # was: one .<utt>.wav.<hex>.tmp hard link per wav (renaming a link onto its own file is a no-op)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".omni-synth.lock"]
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted([f"u{i:02d}.wav" for i in range(6)] + [RESULTS, SUMMARY])
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
+        [f"u{i:02d}.wav" for i in range(6)] + [RESULTS, SUMMARY]
+    )
 
 
 # -- --shard I/N ----------------------------------------------------------------------------------

@@ -24,15 +24,19 @@ runner = CliRunner()
 def test_without_vllm_omni_a_qwen3_profile_is_a_usage_error_naming_the_install(monkeypatch, tmp_path):
     real = families.module_exists
     monkeypatch.setattr(families, "module_exists", lambda name: name != "vllm_omni" and real(name))
-    result = runner.invoke(app, ["synth", str(DEMO_MANIFEST), "--out", str(tmp_path / "out"), "--set", "model=qwen3-tts"])
+    result = runner.invoke(
+        app, ["synth", str(DEMO_MANIFEST), "--out", str(tmp_path / "out"), "--set", "model=qwen3-tts"]
+    )
     assert result.exit_code == 2, result.output
     assert "pip install --no-deps vllm-omni==0.32.0rc1" in " ".join(result.output.split())
     assert not (tmp_path / "out" / "results.jsonl").exists()
 
 
 def test_the_families_register_without_importing_vllm_omni():
-    code = ("import sys; from omnicli.families import get_family; f = get_family('qwen3-tts'); m = get_family('moss-tts-local');"
-            "print(f.engine, m.engine, f.requires, 'vllm_omni' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys; from omnicli.families import get_family; f = get_family('qwen3-tts'); m = get_family('moss-tts-local');"
+        "print(f.engine, m.engine, f.requires, 'vllm_omni' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["vllm-omni", "vllm-omni", "('vllm_omni',)", "False", "False"]
 
@@ -45,7 +49,9 @@ def test_our_cpu_platform_is_registered_and_answers_only_where_vllm_runs_on_the_
 
     (ep,) = [e for e in entry_points(group="vllm_omni.platform_plugins") if e.name == "omnicli_cpu"]
     assert ep.load() is platform.cpu_platform_plugin
-    assert platform.cpu_platform_plugin() == ("omnicli.vllm_omni.platform.CpuOmniPlatform" if current_platform.is_cpu() else None)
+    assert platform.cpu_platform_plugin() == (
+        "omnicli.vllm_omni.platform.CpuOmniPlatform" if current_platform.is_cpu() else None
+    )
     monkeypatch.setattr(type(current_platform), "is_cpu", lambda self: False)  # a GPU machine: vLLM-Omni's own platform
     assert platform.cpu_platform_plugin() is None
 
@@ -139,7 +145,10 @@ def tiny_checkpoints(tmp_path_factory):
 
     install_import_shims()
     root = tmp_path_factory.mktemp("qwen3")
-    return {kind: build_tiny_qwen3_tts(root / kind, seed=0, kind=kind) and root / kind for kind in ("base", "custom_voice", "voice_design")}
+    return {
+        kind: build_tiny_qwen3_tts(root / kind, seed=0, kind=kind) and root / kind
+        for kind in ("base", "custom_voice", "voice_design")
+    }
 
 
 @pytest.mark.parametrize("kind", ["base", "custom_voice", "voice_design"])
@@ -150,8 +159,11 @@ def test_verify_matches_vllm_omnis_serving_adapter_for_each_task_type(tiny_check
     by_status = {s: [c for c in checks if c.status == s] for s in ("ok", "mismatch", "skipped")}
     assert not by_status["mismatch"], [(c.name, c.figure, c.detail) for c in by_status["mismatch"]]
     names = [c.name for c in checks]
-    want = {"base": ["Base in-context clone", "Base x-vector only (no transcript)", "Base with a max_new_tokens cap"],
-            "custom_voice": ["CustomVoice voice ryan", "CustomVoice default voice"], "voice_design": ["VoiceDesign instruction"]}[kind]
+    want = {
+        "base": ["Base in-context clone", "Base x-vector only (no transcript)", "Base with a max_new_tokens cap"],
+        "custom_voice": ["CustomVoice voice ryan", "CustomVoice default voice"],
+        "voice_design": ["VoiceDesign instruction"],
+    }[kind]
     for case in want:
         assert f"{case}: placeholder prompt length" in names and f"{case}: stage-0 sampling" in names
     if kind == "base":
@@ -162,7 +174,9 @@ def test_verify_matches_vllm_omnis_serving_adapter_for_each_task_type(tiny_check
 
 
 def test_verify_command_prints_each_check_with_its_figure(tiny_checkpoints):
-    result = runner.invoke(app, ["models", "verify", "qwen3-tts", "--checkpoint", str(tiny_checkpoints["custom_voice"])])
+    result = runner.invoke(
+        app, ["models", "verify", "qwen3-tts", "--checkpoint", str(tiny_checkpoints["custom_voice"])]
+    )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "OK CustomVoice voice ryan: placeholder prompt length: " in text and "8 ok, 0 mismatched, 0 skipped" in text
@@ -189,4 +203,6 @@ def test_a_request_the_checkpoint_cannot_serve_is_refused_before_it_reaches_vllm
             b.build(request)
     profile_voice = Qwen3RequestBuilder(custom.ckpt, custom.tokenizer, custom.defaults, {"voice": "Ryan"})
     assert profile_voice.build(TTSRequest("a", "Hi.")).prompt["additional_information"]["speaker"] == ["ryan"]
-    assert profile_voice.build(TTSRequest("a", "Hi.", voice="vivian")).prompt["additional_information"]["speaker"] == ["vivian"]
+    assert profile_voice.build(TTSRequest("a", "Hi.", voice="vivian")).prompt["additional_information"]["speaker"] == [
+        "vivian"
+    ]

@@ -39,14 +39,40 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
     build_tiny_qwen3_tts(ckpt, seed=0, kind="base")
     shutil.copytree(DEMO_MANIFEST.parent / "prompts", tmp_path / "prompts")
     prompts = sorted(p.name for p in (tmp_path / "prompts").glob("*.wav"))
-    lines = [f"r{i}|Reference words.|prompts/{prompts[i % len(prompts)]}|Line number {i} of the set." for i in range(ROWS)]
+    lines = [
+        f"r{i}|Reference words.|prompts/{prompts[i % len(prompts)]}|Line number {i} of the set." for i in range(ROWS)
+    ]
     (tmp_path / "meta.lst").write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     marker = uuid.uuid4().hex
-    cmd = [sys.executable, "-m", "omnicli", "synth", str(tmp_path / "meta.lst"), "--out", str(out), "--profile", "qwen3-tts",
-           "--set", f"model_path={ckpt}", "--set", "talker.dtype=bfloat16", "--set", "talker.max_num_seqs=2",
-           "--set", "codec.max_num_seqs=2", "-c", "2", "--max-new-tokens", "24"]
-    env = {**os.environ, "OMNI_TEST_MARK": marker, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "omnicli",
+        "synth",
+        str(tmp_path / "meta.lst"),
+        "--out",
+        str(out),
+        "--profile",
+        "qwen3-tts",
+        "--set",
+        f"model_path={ckpt}",
+        "--set",
+        "talker.dtype=bfloat16",
+        "--set",
+        "talker.max_num_seqs=2",
+        "--set",
+        "codec.max_num_seqs=2",
+        "-c",
+        "2",
+        "--max-new-tokens",
+        "24",
+    ]
+    env = {
+        **os.environ,
+        "OMNI_TEST_MARK": marker,
+        "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     with open(tmp_path / "cli.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:

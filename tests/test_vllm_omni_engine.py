@@ -110,9 +110,18 @@ def test_requests_stream_24khz_audio_and_one_bad_request_fails_alone(omni):
     wav, sr = reference()
     good = [TTSRequest(f"r{i}", f"Sentence number {i}.", ref_audio=wav, ref_sample_rate=sr, ref_text="A reference.",
                        max_new_tokens=CAP, seed=i) for i in range(3)]
-    xvec = TTSRequest("xvec", "No transcript for this reference.", ref_audio=wav, ref_sample_rate=sr, max_new_tokens=CAP, seed=5)
+    xvec = TTSRequest(
+        "xvec", "No transcript for this reference.", ref_audio=wav, ref_sample_rate=sr, max_new_tokens=CAP, seed=5
+    )
     no_ref = TTSRequest("no-ref", "A Base checkpoint needs a reference.", max_new_tokens=CAP)
-    uncapped = TTSRequest("uncapped", "Runs into the automatic budget.", ref_audio=wav, ref_sample_rate=sr, ref_text="A reference.", seed=9)
+    uncapped = TTSRequest(
+        "uncapped",
+        "Runs into the automatic budget.",
+        ref_audio=wav,
+        ref_sample_rate=sr,
+        ref_text="A reference.",
+        seed=9,
+    )
     before = engine.stats()
 
     async def all_of_them():
@@ -126,17 +135,23 @@ def test_requests_stream_24khz_audio_and_one_bad_request_fails_alone(omni):
         assert len(chunks) >= 2  # streamed: the first frame comes early (talker_first_audio)
         info = chunks[-1].info
         check_length(info, sum(c.num_samples for c in chunks), CAP)
-        assert info.prompt_tokens >= 9 and info.first_token_at is not None and len(info.token_times) == info.talker_tokens
+        assert (
+            info.prompt_tokens >= 9 and info.first_token_at is not None and len(info.token_times) == info.talker_tokens
+        )
         assert info.submitted_at < info.first_token_at <= chunks[-1].t
         assert set(info.stages) == {"talker", "codec"} and info.stages["codec"]["frames"] == info.codec_frames
     assert isinstance(bad, RequestFailed) and "needs a reference" in bad.reason
-    assert isinstance(runaway, RequestFailed) and "did not emit codec EOS before its token budget (16/16" in runaway.reason
+    assert (
+        isinstance(runaway, RequestFailed) and "did not emit codec EOS before its token budget (16/16" in runaway.reason
+    )
     assert runaway.info.finish_reason == "length" and not runaway.info.hit_cap
     # the x-vector-only prompt is shorter (no reference frames in it)
     assert xv[-1].info.prompt_tokens < oks[0][-1].info.prompt_tokens
     diff = engine.stats().minus(before)
     done = [chunks[-1].info for chunks in [*oks, xv]] + [runaway.info]
-    assert diff.talker_tokens == sum(i.talker_tokens for i in done) and diff.codec_frames == sum(i.codec_frames for i in done)
+    assert diff.talker_tokens == sum(i.talker_tokens for i in done) and diff.codec_frames == sum(
+        i.codec_frames for i in done
+    )
     assert runaway.info.talker_tokens == 16 and runaway.info.codec_frames == 15
     # different seeds, different audio (real PCM from the random-weight codec, not silence)
     pcm = [np.concatenate([c.pcm for c in chunks]) for chunks in oks]
@@ -153,7 +168,9 @@ def test_synth_of_the_demo_set_writes_one_24khz_wav_per_row_and_resumes(omni, tm
     out = tmp_path / "out"
     run = SynthRun(engine, out, concurrency=4, max_new_tokens=CAP)
     results = omni.run(run.run(rows))
-    assert run.engine_error is None and [r.status for r in results].count(Status.OK) == len(rows), [r.error for r in results]
+    assert run.engine_error is None and [r.status for r in results].count(Status.OK) == len(rows), [
+        r.error for r in results
+    ]
     for row in rows:
         data, sr = sf.read(out / f"{row.utt}.wav", dtype="float32")
         assert sr == 24000 and data.ndim == 1 and len(data) % 1920 == 0 and 0 < len(data) <= (CAP - 1) * 1920
@@ -169,8 +186,22 @@ def test_synth_of_the_demo_set_writes_one_24khz_wav_per_row_and_resumes(omni, tm
 
     from omnicli.cli import app
 
-    result = CliRunner().invoke(app, ["eval-wer", str(out), "--manifest", str(DEMO_MANIFEST), "--asr", "faster-whisper:tiny.en-bundled",
-                                      "--out", str(tmp_path / "wer"), "--device", "cpu"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval-wer",
+            str(out),
+            "--manifest",
+            str(DEMO_MANIFEST),
+            "--asr",
+            "faster-whisper:tiny.en-bundled",
+            "--out",
+            str(tmp_path / "wer"),
+            "--device",
+            "cpu",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code in (0, 1), result.output  # 1: some rows retained above the WER threshold
     summary = json.loads((tmp_path / "wer" / "wer_summary.json").read_text())
     assert summary["num_scored"] == len(rows) and summary["num_missing"] == 0
@@ -196,14 +227,18 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
     plan = BenchPlan(shapes=[LoadShape(concurrency=1), LoadShape(concurrency=4)], warmup_requests=0)
     from omnicli.driver.pool import LocalPool
 
-    results = omni.run(BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, LocalPool.factory(lend)).run())
+    results = omni.run(
+        BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, LocalPool.factory(lend)).run()
+    )
     for result in results:
         run = build_run(result).to_dict()  # as the result file holds it
         assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (4, 0, 4), run["failures"]
         assert run["sample_rate"] == 24000 and run["model"] == "qwen3-tts"
         assert 0 < run["mean_audio_duration_s"] <= (CAP - 1) / 12.5
         assert 0 < run["mean_audio_ttfp_ms"] <= run["mean_e2el_ms"]
-        assert run["stage_talker_tokens_mean"] <= CAP and run["stage_codec_frames_mean"] == pytest.approx(run["mean_audio_duration_s"] * 12.5)
+        assert run["stage_talker_tokens_mean"] <= CAP and run["stage_codec_frames_mean"] == pytest.approx(
+            run["mean_audio_duration_s"] * 12.5
+        )
         assert 0 < run["stage_talker_first_output_ms_mean"] <= run["stage_codec_first_output_ms_mean"]
         assert run["stage_talker_time_ms_mean"] > 0 and run["stage_codec_time_ms_mean"] > 0
         path = write_result(tmp_path / f"c{run['max_concurrency']}.json", vllm_result(run, date="20261201-000000"))
@@ -217,8 +252,18 @@ def test_a_killed_stage_process_gives_every_request_engine_dead_and_leaves_no_pr
     stages = [p for p in engine.processes if p.is_running()]
     assert stages, "the engine should know its stage processes"
     wav, sr = reference()
-    requests = [TTSRequest(f"d{i}", "A long one that is still running when its stage dies.", ref_audio=wav,
-                           ref_sample_rate=sr, ref_text="A reference.", max_new_tokens=1500, seed=100 + i) for i in range(3)]
+    requests = [
+        TTSRequest(
+            f"d{i}",
+            "A long one that is still running when its stage dies.",
+            ref_audio=wav,
+            ref_sample_rate=sr,
+            ref_text="A reference.",
+            max_new_tokens=1500,
+            seed=100 + i,
+        )
+        for i in range(3)
+    ]
     streaming: set[str] = set()
     ended: dict[str, float] = {}
 

@@ -46,7 +46,9 @@ def resolver():
 
 def _resolved(tmp_path, resolver, preset: str, platform: str, *overrides: str):
     r = load_profile(preset, overrides=list(overrides), platform=platform)
-    ov = build_overlay(r, codec_checkpoint=tmp_path / "audio-tokenizer" if r.profile.model == "moss-tts-local" else None)
+    ov = build_overlay(
+        r, codec_checkpoint=tmp_path / "audio-tokenizer" if r.profile.model == "moss-tts-local" else None
+    )
     deploy, stages = resolver(write_overlay(ov, tmp_path), r.profile.model, platform)
     return r.profile, ov, deploy, stages
 
@@ -126,7 +128,9 @@ def test_overlay_file_digest_and_passthrough(tmp_path):
     assert data == ov.data and path.read_text().startswith("# vLLM-Omni deploy overlay")
     assert data["base_config"].endswith("vllm_omni/deploy/qwen3_tts.yaml")
     assert ov.stage_overrides == {"0": {"seed": 7}}
-    same = build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["vllm_omni.stage_overrides={'0': {'seed': 7}}"]))
+    same = build_overlay(
+        load_profile("qwen3-tts", platform="cpu", overrides=["vllm_omni.stage_overrides={'0': {'seed': 7}}"])
+    )
     other = build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["codec.codec_chunk_frames=24"]))
     assert ov.digest == same.digest != other.digest
     reported = dict(build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["codec.threads=2"])).ignored)

@@ -84,7 +84,23 @@ def oracle_score(truth: str, hypo: str, lang: str) -> dict | None:
 
 # --------------------------------------------------------------- generators
 
-EN_WORDS = ["the", "The", "CAT", "sat", "on", "a", "mat", "don't", "It's", "x-ray", "hello", "world", "42", "Dr.", "e.g."]
+EN_WORDS = [
+    "the",
+    "The",
+    "CAT",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "don't",
+    "It's",
+    "x-ray",
+    "hello",
+    "world",
+    "42",
+    "Dr.",
+    "e.g.",
+]
 ZH_CHARS = list("今天天气很好你我他的是在有一个中国人说话书名标题")
 PUNCT = list(string.punctuation) + list("，。！？、；：“”‘’「」『』《》（）…—·～　") + ["’", "‘", "“", "”"]
 SPACES = [" ", "  ", "   ", "    ", "\t", " \t ", "\n", "\u3000"]
@@ -145,7 +161,9 @@ def assert_matches_oracle(reference: str, hypothesis: str, lang: str) -> bool:
     assert (got.ref_norm, got.hyp_norm) == (expected["truth"], expected["hypo"])
     assert got.wer == pytest.approx(expected["wer"], abs=1e-12)
     assert (got.substitutions, got.deletions, got.insertions) == expected["counts"]
-    assert (got.sub, got.dele, got.ins) == pytest.approx((expected["sub"], expected["dele"], expected["ins"]), abs=1e-12)
+    assert (got.sub, got.dele, got.ins) == pytest.approx(
+        (expected["sub"], expected["dele"], expected["ins"]), abs=1e-12
+    )
     assert got.ref_words == expected["ref_words"] == got.hits + got.substitutions + got.deletions
     return True
 
@@ -174,7 +192,9 @@ def test_generator_covers_the_cases_where_seed_and_jiwer_word_counts_differ():
 TEXT = st.lists(st.sampled_from(list(string.ascii_letters + "'") + ZH_CHARS + PUNCT + SPACES), max_size=30).map("".join)
 
 
-@settings(max_examples=600, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=600, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(reference=TEXT, hypothesis=TEXT, lang=st.sampled_from(["en", "zh"]))
 def test_scorer_matches_oracle_property(reference, hypothesis, lang):
     assert_matches_oracle(reference, hypothesis, lang)
@@ -213,7 +233,16 @@ def test_aggregates_match_oracle(lang, seed, size):
 def test_aggregate_of_nothing_has_the_same_keys_all_none():
     some = aggregate([score_utterance("a b", "a c", "en")])
     assert aggregate([]) == dict.fromkeys(some, None)
-    assert list(some) == ["seed_wer_mean", "corpus_wer", "median_wer", "share_wer_above_50", "wer_mean_below_50", "sub", "del", "ins"]
+    assert list(some) == [
+        "seed_wer_mean",
+        "corpus_wer",
+        "median_wer",
+        "share_wer_above_50",
+        "wer_mean_below_50",
+        "sub",
+        "del",
+        "ins",
+    ]
 
 
 def test_utt_score_to_dict_has_every_field():

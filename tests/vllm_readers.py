@@ -33,12 +33,17 @@ def sweep_reads_run(path: Path, bench_overrides: dict, run_number: int) -> dict:
     return run_data
 
 
-def sweep_plot_frame(summary_json: Path, var_x: str = "total_token_throughput", var_y: str = "median_ttft_ms") -> pd.DataFrame:
+def sweep_plot_frame(
+    summary_json: Path, var_x: str = "total_token_throughput", var_y: str = "median_ttft_ms"
+) -> pd.DataFrame:
     """sweep/plot.py: `json.load` of each summary.json (a list), "inf"/"-inf"/"nan" strings to floats,
     a DataFrame; a missing --var-x/--var-y column is an error (its defaults are these two)."""
     with summary_json.open("rb") as f:
         records = json.load(f)
-    records = [{k: float(v) if isinstance(v, str) and v in ("inf", "-inf", "nan") else v for k, v in r.items()} for r in records]
+    records = [
+        {k: float(v) if isinstance(v, str) and v in ("inf", "-inf", "nan") else v for k, v in r.items()}
+        for r in records
+    ]
     df = pd.DataFrame.from_records(records)
     for var in (var_x, var_y):
         if var not in df.columns:
@@ -101,8 +106,21 @@ def compare_json_results(files: list[Path], latency: str = "p99") -> dict[str, p
     columns all files share, one column per file and `Ratio 1 vs N` (base / current for
     latencies, current / base for throughput; NaN where the base is 0). A missing column is
     the KeyError the script stops with."""
-    info_cols = ["Model", "Dataset Name", "Input Len", "Output Len", "TP Size", "PP Size", "# of max concurrency.", "qps"]
-    data_cols = ["Output Tput (tok/s)", "Median TTFT (ms)", "Median"] if latency == "median" else ["Output Tput (tok/s)", "P99 TTFT (ms)", "P99"]
+    info_cols = [
+        "Model",
+        "Dataset Name",
+        "Input Len",
+        "Output Len",
+        "TP Size",
+        "PP Size",
+        "# of max concurrency.",
+        "qps",
+    ]
+    data_cols = (
+        ["Output Tput (tok/s)", "Median TTFT (ms)", "Median"]
+        if latency == "median"
+        else ["Output Tput (tok/s)", "P99 TTFT (ms)", "P99"]
+    )
     frames = [pd.read_json(f, orient="records") for f in files]
     key_cols = [c for c in info_cols if all(c in df.columns for df in frames)]
     out = {}
@@ -143,7 +161,15 @@ def omni_ci_command(params: dict, *, host: str, port: int, result_dir: str, resu
         else:
             args += [flag, str(value)]
     args += ["--max-concurrency", str(concurrency), "--num-prompts", str(num_prompt), "--request-rate", "inf"]
-    return args + ["--num-warmups", "2", "--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
+    return args + [
+        "--num-warmups",
+        "2",
+        "--save-result",
+        "--result-dir",
+        result_dir,
+        "--result-filename",
+        result_filename,
+    ]
 
 
 def omni_ci_check(result_path: Path, params: dict, *, num_prompt: int, hardware: str, sweep_index: int) -> dict:

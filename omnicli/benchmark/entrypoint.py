@@ -294,8 +294,9 @@ class _Run:
         error = None if interrupted else (session.engine_error if session is not None else None) or (
             None if self.error is None else str(self.error))
         if args.ray is None:
-            return report_passes(results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error,
-                           forced=forced)
+            return report_passes(
+                results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error, forced=forced
+            )
         from omnicli.benchmark.engines import build_engines_run
         from omnicli.scaleout.ray_bench import ray_facts
 

@@ -55,7 +55,9 @@ class LoadShape:
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
         if math.isnan(self.request_rate) or self.request_rate < MIN_REQUEST_RATE:
-            raise ValueError(f"request rate must be at least {MIN_REQUEST_RATE:g} per second, or inf (got {self.request_rate})")
+            raise ValueError(
+                f"request rate must be at least {MIN_REQUEST_RATE:g} per second, or inf (got {self.request_rate})"
+            )
         if not math.isfinite(self.burstiness) or self.burstiness <= 0:
             raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
 
@@ -113,7 +115,9 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: 
     return np.fromiter(itertools.islice(arrival_times(request_rate, burstiness, seed), n), float, n)
 
 
-def ramp_up_offsets(n: int, strategy: str, start: float, end: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+def ramp_up_offsets(
+    n: int, strategy: str, start: float, end: float, burstiness: float = 1.0, seed: int = 0
+) -> np.ndarray:
     """Like `arrival_offsets`, with the rate of request i ramped from `start` to `end` as vLLM ramps it."""
     if n <= 0:
         return np.zeros(0)

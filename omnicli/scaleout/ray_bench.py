@@ -167,8 +167,17 @@ class RayPool:
         if failed:
             lines = [f"engine {f['engine']} (node {f['node'] or '?'}) could not start: {f['error']}" for f in failed]
             raise EngineStartError(self.profile.name, message="; ".join(lines))
-        self.facts = [EngineFacts(engine=f["engine"], model=f["model"], device=f["device"], sample_rate=f["sample_rate"],
-                                  node=f["node"], machine=f.get("machine")) for f in facts]
+        self.facts = [
+            EngineFacts(
+                engine=f["engine"],
+                model=f["model"],
+                device=f["device"],
+                sample_rate=f["sample_rate"],
+                node=f["node"],
+                machine=f.get("machine"),
+            )
+            for f in facts
+        ]
         return self.facts
 
     async def phase(

