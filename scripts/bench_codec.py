@@ -86,7 +86,8 @@ def bench_overhead(active: int, steps: int) -> None:
         per_step.append(time.perf_counter() - t0)
         assert len(plan.rows) == active
     print(
-        f"  scheduler (add {active} chunks + schedule + complete): median {statistics.median(per_step) * 1e6:.0f} us/step"
+        f"  scheduler (add {active} chunks + schedule + complete): median {statistics.median(per_step) * 1e6:.0f} "
+        "us/step"
     )
 
     # The whole stage cycle around a real runner, minus the runner's time.
@@ -157,13 +158,16 @@ def bench_engine(requests: int) -> None:
     }
     print(f"\n[engine] profile cpu, {requests} concurrent requests ({sum(len(t) for t in texts)} text bytes)")
     print(
-        f"{'config':>26} {'audio-s/s':>10} {'wall s':>7} {'audio s':>8} {'1st audio s':>11} {'codec batch':>11} {'steps':>6} {'codec s':>8} {'windows':>8}"
+        f"{'config':>26} {'audio-s/s':>10} {'wall s':>7} {'audio s':>8} {'1st audio s':>11} {'codec batch':>11} "
+        f"{'steps':>6} {'codec s':>8} {'windows':>8}"
     )
     for name, sets in configs.items():
         r = asyncio.run(_engine_run(sets, texts))
         print(
-            f"{name:>26} {r['audio_s_per_s']:>10.2f} {r['wall_s']:>7.1f} {r['audio_s']:>8.1f} {r['mean_first_audio_s']:>11.2f} "
-            f"{r['mean_codec_batch']:>11.2f} {r['codec_steps']:>6} {r['codec_compute_s']:>8.1f} {r['coalescing_waits']:>8}"
+            f"{name:>26} {r['audio_s_per_s']:>10.2f} {r['wall_s']:>7.1f} {r['audio_s']:>8.1f} "
+            f"{r['mean_first_audio_s']:>11.2f} "
+            f"{r['mean_codec_batch']:>11.2f} {r['codec_steps']:>6} {r['codec_compute_s']:>8.1f} "
+            f"{r['coalescing_waits']:>8}"
         )
 
 

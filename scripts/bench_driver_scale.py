@@ -110,12 +110,15 @@ def stand_in_figures(base: Path, rows: int, concurrency: int) -> None:
     _, _, grown = synth(StandIn(), mem, base / "out5000", concurrency, resolved)
     small_rate, small_cpu_rate = statistics.median(rates), statistics.median(cpu_rates)
     print(
-        f"1. synth -c {concurrency}, stand-in engine: 80 rows {small_rate:.1f} audio-s/s (runs {min(rates):.1f}-{max(rates):.1f}), "
+        f"1. synth -c {concurrency}, stand-in engine: 80 rows {small_rate:.1f} audio-s/s (runs "
+        f"{min(rates):.1f}-{max(rates):.1f}), "
         f"{rows:,} rows {big_rate:.1f} audio-s/s: {big_rate / small_rate:.2f} of the 80-row rate (target >= 0.90)"
     )
     print(
-        f"   per CPU second of the driver's process: 80 rows {small_cpu_rate:.1f} audio-s (runs {min(cpu_rates):.1f}-{max(cpu_rates):.1f}), "
-        f"{rows:,} rows {big_cpu_rate:.1f}: {big_cpu_rate / small_cpu_rate:.2f} (what the machine's other load does not move)"
+        f"   per CPU second of the driver's process: 80 rows {small_cpu_rate:.1f} audio-s (runs "
+        f"{min(cpu_rates):.1f}-{max(cpu_rates):.1f}), "
+        f"{rows:,} rows {big_cpu_rate:.1f}: {big_cpu_rate / small_cpu_rate:.2f} (what the machine's other load does "
+        "not move)"
     )
     print(f"2. driver memory over 5,000 rows: {grown:+.1f} MB RSS (target < 50 MB)")
 
@@ -166,7 +169,8 @@ class StandIn:
             print("first request", flush=True)
         for i in range(2):
             await asyncio.sleep(0.001)
-            yield AudioChunk(np.full(800, 0.1, np.float32), i == 1, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 1 else None)
+            info = RequestInfo(finish_reason="stop") if i == 1 else None
+            yield AudioChunk(np.full(800, 0.1, np.float32), i == 1, time.perf_counter(), info)
     def stats(self):
         return EngineStats()
     def write_run_files(self, run_dir):
@@ -201,8 +205,10 @@ def bench_ctrl_c(prompts: int) -> None:
     took = time.perf_counter() - sent
     code = os.waitstatus_to_exitcode(status)
     print(
-        f"3. omni bench -n {prompts:,} -c 8 (stand-in engine): first request {first:.1f} s after launch (the process start included), "
-        f"RSS {rss:.0f} MB while running; first Ctrl-C -> exit {code} in {took:.2f} s (target: 130 within the 5 s grace)"
+        f"3. omni bench -n {prompts:,} -c 8 (stand-in engine): first request {first:.1f} s after launch (the process "
+        "start included), "
+        f"RSS {rss:.0f} MB while running; first Ctrl-C -> exit {code} in {took:.2f} s (target: 130 within the 5 s "
+        "grace)"
     )
     if code != 130:
         print(rest[-2000:])

@@ -425,7 +425,8 @@ def main() -> None:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="16 rows of 1 s of audio: about 30 minutes a round on a loaded 2-core CPU, mostly engine start-ups and c=1",
+        help="16 rows of 1 s of audio: about 30 minutes a round on a loaded 2-core CPU, mostly engine start-ups and "
+             "c=1",
     )
     ap.add_argument("--rows", type=int, default=32, help="rows per pass (each concurrency, and the reference loop)")
     ap.add_argument("--tokens", type=int, default=100, help="talker tokens per row (50 per second of audio)")

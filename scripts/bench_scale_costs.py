@@ -157,12 +157,14 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     print(f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs")
     print(
-        f"{'step':34} {'rows':>8} {'s':>7} {'MB':>7} | {'rows':>8} {'s':>7} {'MB':>7} | {'time x':>6} {'mem x':>6}  exit"
+        f"{'step':34} {'rows':>8} {'s':>7} {'MB':>7} | {'rows':>8} {'s':>7} {'MB':>7} | {'time x':>6} {'mem x':>6}  "
+        "exit"
     )
     for step in small:
         (ts, ms, cs), (tf, mf, cf) = small[step], full[step]
         print(
-            f"{step:34} {args.rows // 10:>8,} {ts:>7.2f} {ms:>7.0f} | {args.rows:>8,} {tf:>7.2f} {mf:>7.0f} | {tf / ts:>6.1f} {mf / ms:>6.1f}  {cs},{cf}"
+            f"{step:34} {args.rows // 10:>8,} {ts:>7.2f} {ms:>7.0f} | {args.rows:>8,} {tf:>7.2f} {mf:>7.0f} | "
+            f"{tf / ts:>6.1f} {mf / ms:>6.1f}  {cs},{cf}"
         )
     print("target: time x within 12 for 10x the rows (exit 3 for planning: the engine refused, as intended)")
 

@@ -11,7 +11,8 @@ in its own process: the reference needs stand-ins of its own (below) that must n
 The reference (qwen-tts 0.1.1) pins transformers 4.57.3; beside transformers 5.19 it imports with
 six stand-ins: `sox` and `torchaudio` (only its 25 Hz tokenizer imports them, off this path),
 `check_model_inputs()` called as a decorator factory, the removed 'default' RoPE initializer, the
-`pad_token_id` attribute configs no longer carry, and the mask builders' renamed `inputs_embeds` and dropped `cache_position`. Install it with
+`pad_token_id` attribute configs no longer carry, and the mask builders' renamed `inputs_embeds` and
+dropped `cache_position`. Install it with
 `pip install --no-deps qwen-tts==0.1.1`.
 
 Prints the audio length of each side, the frames, and the largest sample difference.

@@ -78,7 +78,8 @@ def main() -> None:
         if proc.returncode != 0 or not lines:
             tail = (stderr.strip().splitlines() or ["(no output)"])[-1][:100]
             print(
-                f"{seconds:>7g}s {peak_mb:>8} {'-':>9} {'-':>7}  failed (exit {proc.returncode}, cap {args.cap_gb:g} GB): {tail}"
+                f"{seconds:>7g}s {peak_mb:>8} {'-':>9} {'-':>7}  failed (exit {proc.returncode}, cap {args.cap_gb:g} "
+                f"GB): {tail}"
             )
             continue
         out = json.loads(lines[-1])

@@ -106,7 +106,8 @@ def open_page(page_path: Path, screenshot: Path | None) -> dict:
         timings = {"open_s": wall, "script_done_s": ready_ms / 1000}
         if page.locator("th[data-key=wer]").count():
             timings["sort_by_wer_s"] = page.evaluate(
-                "() => { const t = performance.now(); document.querySelector('th[data-key=wer]').click(); return (performance.now() - t) / 1000; }"
+                "() => { const t = performance.now(); document.querySelector('th[data-key=wer]').click(); return "
+                "(performance.now() - t) / 1000; }"
             )
             timings["text_filter_s"] = page.evaluate(
                 """() => { const i = document.getElementById('f-text'); const t = performance.now(); i.value = 'salmon';

@@ -40,6 +40,7 @@ def print_decode_costs(
                 runner.execute(list(range(batch)), [st[i] for st in steps], last=[last] * batch)
             took = time.perf_counter() - t0
             print(
-                f"batch {batch:2d}  stream, chunks of {size:2d}: {1000 * took / (batch * audio_s):7.1f} ms per audio second"
+                f"batch {batch:2d}  stream, chunks of {size:2d}: {1000 * took / (batch * audio_s):7.1f} ms per audio "
+                "second"
                 f" ({len(steps[0])} steps)"
             )

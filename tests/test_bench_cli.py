@@ -212,7 +212,8 @@ class StandIn:
                 await asyncio.sleep(300 if second and mode == "hang" else 0.05)
                 if self.fault():  # as vLLM's requests end when a terminal's Ctrl-C reaches its engine core
                     raise EngineDead(self.fault())
-                yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), RequestInfo(finish_reason="stop") if i == 3 else None)
+                info = RequestInfo(finish_reason="stop") if i == 3 else None
+                yield AudioChunk(np.full(100, 0.1, np.float32), i == 3, time.perf_counter(), info)
         except (asyncio.CancelledError, GeneratorExit):
             print("cancelled", req.request_id, flush=True)
             raise

@@ -1,4 +1,5 @@
-"""CLI conventions: -h, completion, env vars in --help, --version/env, --quiet/--verbose, progress without a terminal."""
+"""CLI conventions: -h, completion, env vars in --help, --version/env, --quiet/--verbose, progress without
+a terminal."""
 
 from __future__ import annotations
 

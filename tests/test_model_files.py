@@ -207,7 +207,8 @@ def synth(tmp_path: Path, ckpt: Path):
 
 
 def test_synth_refuses_a_talker_that_cannot_fit_before_anything_loads(tmp_path, checkpoint):
-    # Was: vLLM's engine core grew until it was killed (6 GB after 76 s), then "see root cause above" with nothing above.
+    # Was: vLLM's engine core grew until it was killed (6 GB after 76 s), then "see root cause above"
+    # with nothing above.
     config = checkpoint / "talker" / "config.json"
     config.write_text(json.dumps(dict(json.loads(config.read_text()), num_hidden_layers=1_000_000)))
     result, said = synth(tmp_path, checkpoint)

@@ -290,14 +290,16 @@ with console.signal_scope:
     if mode == "starting":  # engine start-up blocks the main thread
         print("ready", child.pid, flush=True)
         child.wait()  # a forced exit ends the engine core: vLLM's start-up then fails in the main thread
-        job.engine_error = "engine failed to start: the talker (vLLM) failed to start: RuntimeError: Engine core initialization failed"
+        job.engine_error = ("engine failed to start: the talker (vLLM) failed to start: "
+                            "RuntimeError: Engine core initialization failed")
         job.finish()
         time.sleep(300)
     else:
         async def main():
             loop = asyncio.get_running_loop()
-            job.run_obj = SimpleNamespace(stop=asyncio.Event(), grace_s=5.0, results=[], wall_seconds=0.0, output_error=None,
-                                          engine_error=None, left_pending=["u1"], model_name="stand-in")
+            job.run_obj = SimpleNamespace(stop=asyncio.Event(), grace_s=5.0, results=[], wall_seconds=0.0,
+                                          output_error=None, engine_error=None, left_pending=["u1"],
+                                          model_name="stand-in")
             job.stop.subscribe(lambda: loop.call_soon_threadsafe(job.run_obj.stop.set))
             console.phase_changed(RunPhase.RUNNING)
             print("ready", child.pid, flush=True)

@@ -54,7 +54,8 @@ def known_error_manifest(tmp: Path, demo_manifest: Path, gen_dir: Path) -> Path:
     manifest = tmp / "scored.lst"
     lines = demo_manifest.read_text().splitlines()
     lines.append(
-        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the rough planks."
+        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the "
+        "rough planks."
     )
     manifest.write_text("\n".join(lines) + "\n")
     return manifest

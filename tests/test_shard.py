@@ -50,7 +50,8 @@ def test_the_split_is_the_same_in_another_process():
     # Python's hash() of a str changes with PYTHONHASHSEED; the split must not.
     utts = [f"seed_{i}" for i in range(200)] + ["demo_000", "ünïcode-ütt", "x" * 200]
     here = [shard_of(u, 5) for u in utts]
-    script = "import json,sys; from omnicli.scaleout.shard import shard_of; print(json.dumps([shard_of(u, 5) for u in json.load(sys.stdin)]))"
+    script = ("import json,sys; from omnicli.scaleout.shard import shard_of; "
+              "print(json.dumps([shard_of(u, 5) for u in json.load(sys.stdin)]))")
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
         proc = subprocess.run(

@@ -128,7 +128,8 @@ def test_a_kv_cache_larger_than_the_machine_fails_at_once_in_one_line(tmp_path):
     output = " ".join(result.output.split())
     assert result.exit_code == 3, output
     assert (
-        f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory in all"
+        f"engine error: talker.kv_cache_space_gb is 1e+06 GiB but this machine has {memory / GiB:.1f} GiB of memory "
+        "in all"
         in output
     )
     assert "Traceback" not in output and "engine ready" not in output

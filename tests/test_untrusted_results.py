@@ -68,7 +68,8 @@ def test_a_row_without_an_input_digest_is_redone_and_the_resume_says_so(tmp_path
     monkeypatch.setattr(SynthJob, "_run_local", no_engine)
     result = runner.invoke(app, ["synth", str(manifest), "--out", str(out), "--profile", "cpu"])
     assert (
-        "2 done, 0 failed earlier, 0 changed in the manifest, 2 without an input digest (cannot tell what they were made from: redone), 2 to do"
+        "2 done, 0 failed earlier, 0 changed in the manifest, 2 without an input digest (cannot tell what they were "
+        "made from: redone), 2 to do"
         in words(result.output)
     )
 

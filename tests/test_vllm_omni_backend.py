@@ -34,7 +34,8 @@ def test_without_vllm_omni_a_qwen3_profile_is_a_usage_error_naming_the_install(m
 
 def test_the_families_register_without_importing_vllm_omni():
     code = (
-        "import sys; from omnicli.families import get_family; f = get_family('qwen3-tts'); m = get_family('moss-tts-local');"
+        "import sys; from omnicli.families import get_family; f = get_family('qwen3-tts'); m = "
+        "get_family('moss-tts-local');"
         "print(f.engine, m.engine, f.requires, 'vllm_omni' in sys.modules, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -57,7 +58,8 @@ def test_our_cpu_platform_is_registered_and_answers_only_where_vllm_runs_on_the_
 
 
 def run_python(code: str, *, extra_path: Path | None = None) -> str:
-    """`code` in a fresh interpreter, without the stand-ins an engine test of this session may have put on PYTHONPATH."""
+    """`code` in a fresh interpreter, without the stand-ins an engine test of this session may have put on
+    PYTHONPATH."""
     from omnicli.vllm_omni.shims import SHIM_DIR
 
     env_code = (f"import sys; sys.path.insert(0, {str(extra_path)!r})\n" if extra_path else "") + textwrap.dedent(code)

@@ -77,7 +77,8 @@ def omni(tiny_qwen3):
 
 
 def check_length(info, samples: int, cap: int) -> None:
-    """A capped random talker: at the cap, N tokens give N-1 frames (hit_cap); it may also say its stop token earlier."""
+    """A capped random talker: at the cap, N tokens give N-1 frames (hit_cap); it may also say its stop
+    token earlier."""
     assert samples == info.codec_frames * 1920  # 12.5 frames/s at 24 kHz
     if info.finish_reason == "length":
         assert (info.hit_cap, info.talker_tokens, info.codec_frames) == (True, cap, cap - 1)

@@ -121,4 +121,5 @@ def ratio_summary(a: Sequence[float], b: Sequence[float], *, digits: int = 2) ->
         return ratio_estimate(a, b).describe(digits)
     if rounds < 1:
         raise ValueError("each phase needs at least one round")
-    return f"{statistics.median(a) / statistics.median(b):.{digits}f}x, no interval ({rounds} round(s); {MIN_ROUNDS} needed)"
+    ratio = statistics.median(a) / statistics.median(b)
+    return f"{ratio:.{digits}f}x, no interval ({rounds} round(s); {MIN_ROUNDS} needed)"

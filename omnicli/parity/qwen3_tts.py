@@ -274,7 +274,8 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
                 Check(
                     f"{name}: a length finish",
                     verdict(theirs_rejects == ours_rejects),
-                    f"{'error' if ours_rejects else 'audio kept'} vs adapter {'error' if theirs_rejects else 'audio kept'}",
+                    f"{'error' if ours_rejects else 'audio kept'} vs adapter "
+                    f"{'error' if theirs_rejects else 'audio kept'}",
                 )
             )
     # Resampling: a 16 kHz reference reaches the talker at 24 kHz with the frame count the adapter estimates.

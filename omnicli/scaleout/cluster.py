@@ -119,7 +119,8 @@ class RayCluster:
             need = per * r.engines
             if need > have.get(key, 0.0) + 1e-9:
                 raise RayUnavailable(
-                    f"{r.engines} engine(s) x {per:g} {key} need {need:g} {key}, the cluster has {have.get(key, 0.0):g}: "
+                    f"{r.engines} engine(s) x {per:g} {key} need {need:g} {key}, the cluster has "
+                    f"{have.get(key, 0.0):g}: "
                     f"lower --engines or --{key.lower()}s-per-engine, or add nodes"
                 )
 

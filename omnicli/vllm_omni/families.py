@@ -28,7 +28,8 @@ register_family(
     Family(
         name="qwen3-tts",
         description="Qwen3-TTS 12 Hz (talker + code predictor, then Code2Wav; 24 kHz mono) through vLLM-Omni: "
-        "Base clones a reference, CustomVoice speaks named voices, VoiceDesign follows an instruction; needs its checkpoint on disk",
+        "Base clones a reference, CustomVoice speaks named voices, VoiceDesign follows an instruction; needs its "
+        "checkpoint on disk",
         engine="vllm-omni",
         checkpoint_specs=_qwen3_specs,
         build_tiny="omnicli.vllm_omni.checkpoints:build_tiny",
@@ -40,8 +41,9 @@ register_family(
 register_family(
     Family(
         name="moss-tts-local",
-        description="MOSS-TTS-Local-Transformer v1.5 (local transformer talker, then its codec; 48 kHz stereo) through vLLM-Omni: "
-        "continuation of a reference with its text, or generation without one; needs its checkpoint (with remote code) on disk",
+        description="MOSS-TTS-Local-Transformer v1.5 (local transformer talker, then its codec; 48 kHz stereo) "
+        "through vLLM-Omni: continuation of a reference with its text, or generation without one; needs its "
+        "checkpoint (with remote code) on disk",
         engine="vllm-omni",
         checkpoint_specs=_moss_specs,
         remote_code_option="trust_remote_code",  # its processor is code from the checkpoint folder (moss.py)

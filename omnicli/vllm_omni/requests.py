@@ -68,7 +68,8 @@ class Qwen3Checkpoint:
         task = {"base": "Base", "customvoice": "CustomVoice", "voicedesign": "VoiceDesign"}.get(kind)
         if task is None:
             raise RequestInvalid(
-                f"{path / 'config.json'}: tts_model_type {cfg.get('tts_model_type')!r} is not one of base, custom_voice, voice_design"
+                f"{path / 'config.json'}: tts_model_type {cfg.get('tts_model_type')!r} is not one of base, "
+                "custom_voice, voice_design"
             )
         frame_rate = 12.5
         codec_cfg = path / "speech_tokenizer" / "config.json"
@@ -141,7 +142,8 @@ class Qwen3RequestBuilder:
         language = (getattr(request, "language", None) or self.options.get("language") or "Auto").title()
         if language not in self.ckpt.language_names:
             raise RequestInvalid(
-                f"language {language!r} is not supported by this checkpoint (supported: {', '.join(self.ckpt.language_names)})"
+                f"language {language!r} is not supported by this checkpoint (supported: "
+                f"{', '.join(self.ckpt.language_names)})"
             )
         return language
 

@@ -1,4 +1,5 @@
-"""Stand-in for `torchaudio` (see ../README.md): the mel filterbank and resampling; anything else is a placeholder that raises when used."""
+"""Stand-in for `torchaudio` (see ../README.md): the mel filterbank and resampling; anything else is a
+placeholder that raises when used."""
 
 from _omnicli_missing import install_finder, module_getattr
 

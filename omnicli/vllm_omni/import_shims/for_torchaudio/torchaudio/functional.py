@@ -53,7 +53,8 @@ def melscale_fbanks(n_freqs: int, f_min: float, f_max: float, n_mels: int, sampl
 
 
 def resample(waveform: torch.Tensor, orig_freq: int, new_freq: int, **_quality_options) -> torch.Tensor:
-    """Resamples along the last axis with soxr (its high quality setting); torchaudio's filter options are not honoured."""
+    """Resamples along the last axis with soxr (its high quality setting); torchaudio's filter options
+    are not honoured."""
     if int(orig_freq) == int(new_freq):
         return waveform
     x = waveform.detach().to("cpu", torch.float32).numpy()

@@ -1,4 +1,5 @@
-"""Stand-in for `torchvision` (see ../README.md): every attribute and submodule is a placeholder that raises when used."""
+"""Stand-in for `torchvision` (see ../README.md): every attribute and submodule is a placeholder that
+raises when used."""
 
 from _omnicli_missing import install_finder, module_getattr
 
