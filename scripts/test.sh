@@ -9,4 +9,6 @@ cd "$repo"
 export OMNI_CACHE_DIR="${OMNI_CACHE_DIR:-$repo/.cache/omni-test}"
 # House rules first (pyproject.toml's [tool.ruff]): cheap, and they fail fast.
 "$repo/.venv/bin/ruff" check "$repo"
+# The type checker (pyproject.toml's [tool.mypy], basic mode, the pydantic plugin).
+(cd "$repo" && "$repo/.venv/bin/python" -m mypy)
 exec "$repo/.venv/bin/python" -m pytest -q "$@"

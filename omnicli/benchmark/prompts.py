@@ -22,17 +22,17 @@ class Cycled(Sequence[Prompt]):
 
     def __init__(self, distinct: Sequence[Prompt], count: int):
         self.distinct = list(distinct)
-        self.count = count if self.distinct else 0
+        self.total = count if self.distinct else 0
 
     def __len__(self) -> int:
-        return self.count
+        return self.total
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self.count))]
+            return [self[i] for i in range(*index.indices(self.total))]
         if index < 0:
-            index += self.count
-        if not 0 <= index < self.count:
+            index += self.total
+        if not 0 <= index < self.total:
             raise IndexError(index)
         return self.distinct[index % len(self.distinct)]
 

@@ -74,6 +74,7 @@ class LoadShape:
         """Seconds after the start at which each of `n` requests is offered."""
         if self.ramp_up is None:
             return arrival_offsets(n, self.request_rate, self.burstiness, self.seed)
+        assert self.ramp_start is not None and self.ramp_end is not None  # __post_init__ checked both
         return ramp_up_offsets(n, self.ramp_up, self.ramp_start, self.ramp_end, self.burstiness, self.seed)
 
     @property

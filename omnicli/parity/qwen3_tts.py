@@ -21,6 +21,7 @@ import io
 import math
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,9 @@ from omnicli.parity.common import Check, verdict
 TEXT = "Hello there, how are you today?"
 REF_TEXT = "The birch canoe slid on the smooth planks."
 # The packaged deploy/qwen3_tts.yaml's stage-0 defaults (what a server and our engine start from), plus a seed.
-STAGE0_DEFAULTS = {"temperature": 0.9, "top_k": 50, "max_tokens": 4096, "min_tokens": 2, "repetition_penalty": 1.05}
+STAGE0_DEFAULTS: dict[str, Any] = {
+    "temperature": 0.9, "top_k": 50, "max_tokens": 4096, "min_tokens": 2, "repetition_penalty": 1.05,
+}
 
 
 class _Server:
@@ -44,6 +47,7 @@ class _Server:
         self._tts_stage = None
         self._max_instructions_length = 4096
         self._tokenizer = tokenizer
+        self.adapter: Any = None  # set once the adapter over this server exists
         self._waveforms = waveforms
 
     def _count_usage_text_tokens(self, text: str) -> int:
@@ -230,12 +234,10 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
         )
         t_ref, o_ref = _ref_samples(t_info), _ref_samples(o_info)
         if t_ref is not None or o_ref is not None:
-            comparable = t_ref is not None and o_ref is not None and t_ref.shape == o_ref.shape
-            diff = (
-                float(np.max(np.abs(t_ref - o_ref)))
-                if comparable and t_ref.size
-                else (0.0 if comparable else float("inf"))
-            )
+            if t_ref is not None and o_ref is not None and t_ref.shape == o_ref.shape:
+                diff = float(np.max(np.abs(t_ref - o_ref))) if t_ref.size else 0.0
+            else:
+                diff = float("inf")
             sizes = f"{0 if o_ref is None else o_ref.size} vs adapter {0 if t_ref is None else t_ref.size} samples"
             checks.append(
                 Check(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from omnicli import __version__
 from omnicli.atomic import write_json_atomic
@@ -14,9 +14,28 @@ from omnicli.synth.plan import SUMMARY, latest_result_lines
 from omnicli.synth.results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 
 if TYPE_CHECKING:
-    from omnicli.profile import ResolvedProfile
     from omnicli.retention import Retainer
     from omnicli.synth.run import RowRun
+
+
+class _NamesItsModel(Protocol):
+    @property
+    def model(self) -> str: ...
+
+
+class ProfileFacts(Protocol):
+    """What a summary records of the profile: a `ResolvedProfile`, or the one a shard's summary recorded."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def profile(self) -> _NamesItsModel: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def build_synth_summary(
@@ -24,7 +43,7 @@ def build_synth_summary(
     out_dir: Path,
     run: RowRun | None,
     *,
-    resolved: ResolvedProfile,
+    resolved: ProfileFacts,
     limit: int | None = None,
     interrupted: bool = False,
     engine_error: str | None = None,
