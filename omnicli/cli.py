@@ -24,7 +24,7 @@ from omnicli.commands import (
 )
 from omnicli.commands import eval as eval_cmd
 from omnicli.errors import OmniError
-from omnicli.quiet import quiet_vllm
+from omnicli.runtime.quiet import quiet_vllm
 
 if TYPE_CHECKING:
     from typer import _click  # the click Typer vendors: what its groups are invoked with

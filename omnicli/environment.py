@@ -117,9 +117,9 @@ def version_lines() -> list[str]:
 def collect() -> dict[str, Any]:
     """Everything `omni env` prints, as a JSON-ready dict."""
     import omnicli
-    from omnicli.cache import cache_dir
     from omnicli.datasets import demo_manifest_path
     from omnicli.profile.presets import presets_dir
+    from omnicli.runtime.cache import cache_dir
 
     def safe(fn: Callable[[], object]) -> str:
         try:

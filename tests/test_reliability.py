@@ -20,7 +20,7 @@ import soundfile as sf
 from omnicli.atomic import read_jsonl
 from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.manifest import ManifestRow, read_manifest
-from omnicli.signals import StopSignals
+from omnicli.runtime.signals import StopSignals
 from omnicli.synth.plan import LOCK, RESULTS, OutputBusy, OutputLock, input_digest, plan_run, tidy_out_dir
 from tests.conftest import fill_up
 
@@ -224,7 +224,7 @@ def test_stop_signals_first_asks_then_forces_and_restores_handlers():
 
 GUARDED_PARENT = """
 import subprocess, sys, time
-from omnicli.orphans import OrphanGuard
+from omnicli.runtime.orphans import OrphanGuard
 guard = OrphanGuard()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 print(child.pid, guard.watcher_pid, flush=True)

@@ -19,7 +19,7 @@ import pytest
 import soundfile as sf
 
 from omnicli.atomic import read_jsonl
-from omnicli.synthesis import RESULTS
+from omnicli.synth.plan import RESULTS
 from tests.conftest import DEMO_MANIFEST, REPO
 from tests.processes import marked_processes, wait_gone
 

@@ -160,8 +160,9 @@ def test_requests_stream_24khz_audio_and_one_bad_request_fails_alone(omni):
 
 
 def test_synth_of_the_demo_set_writes_one_24khz_wav_per_row_and_resumes(omni, tmp_path):
-    from omnicli.synth_results import Status
-    from omnicli.synthesis import RESULTS, SynthRun, plan_run
+    from omnicli.synth.plan import RESULTS, plan_run
+    from omnicli.synth.results import Status
+    from omnicli.synth.run import SynthRun
 
     engine = omni.engine
     manifest = read_manifest(DEMO_MANIFEST)

@@ -11,8 +11,8 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
-from omnicli.orphans import terminate_children
-from omnicli.signals import StopSignals
+from omnicli.runtime.orphans import terminate_children
+from omnicli.runtime.signals import StopSignals
 
 if TYPE_CHECKING:
     from omnicli.benchmark.entrypoint import BenchStop

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from omnicli.engine.busy import BusyClock
 from omnicli.engine.request import EngineError
-from omnicli.orphans import OrphanGuard
-from omnicli.quiet import quiet_vllm
+from omnicli.runtime.orphans import OrphanGuard
+from omnicli.runtime.quiet import quiet_vllm
 
 if TYPE_CHECKING:
     from vllm import SamplingParams

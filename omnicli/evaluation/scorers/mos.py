@@ -121,7 +121,7 @@ class DnsmosScorer(Scorer):
 
 
 def default_utmos_path() -> Path:
-    from omnicli.cache import cache_dir
+    from omnicli.runtime.cache import cache_dir
 
     return cache_dir() / "models" / "utmos" / "utmos22_strong.ts"
 

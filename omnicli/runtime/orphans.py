@@ -8,7 +8,7 @@ they appear. When we die in any way the pipe closes and the watcher
 terminates those processes and their descendants. A normal shutdown disarms
 it first.
 
-Run as `python -m omnicli.orphans PARENT_PID [EXCLUDED_PID ...]` it is that watcher.
+Run as `python -m omnicli.runtime.orphans PARENT_PID [EXCLUDED_PID ...]` it is that watcher.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class OrphanGuard:
         self._watcher: subprocess.Popen[bytes] | None = None
         try:
             self._watcher = subprocess.Popen(
-                [sys.executable, "-m", "omnicli.orphans", str(me), *existing],
+                [sys.executable, "-m", "omnicli.runtime.orphans", str(me), *existing],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
