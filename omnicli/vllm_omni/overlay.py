@@ -34,7 +34,7 @@ import yaml
 
 from omnicli.atomic import write_text_atomic
 from omnicli.profile.resolved import ResolvedProfile, canonical_json
-from omnicli.profile.schema import CodecStageConfig, TalkerConfig
+from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
 
 OVERLAY_NAME = "deploy_overlay.yaml"
 DEFAULT_DEPLOY = {"qwen3-tts": "qwen3_tts.yaml", "moss-tts-local": "moss_tts_local.yaml"}
@@ -146,18 +146,33 @@ def build_overlay(
 
     `checkpoint` is accepted for the engine's call and not read: the pipeline comes from the family.
     `codec_checkpoint` (MOSS: the located audio tokenizer) replaces the one the checkpoint's config names.
+    Parts: the per-stage engine keys, the connector's extras, the keys the pipeline does not read, then the
+    raw passthrough and the platform section.
     """
     del checkpoint
     p = resolved.profile
-    family, platform = p.model, resolved.platform
-    if family not in DEFAULT_DEPLOY:
-        raise ValueError(f"{family} is not a vLLM-Omni family (known: {', '.join(DEFAULT_DEPLOY)})")
-    t, c, vo = p.talker, p.codec, p.vllm_omni
-    cpu = platform != "cuda"
+    if p.model not in DEFAULT_DEPLOY:
+        raise ValueError(f"{p.model} is not a vLLM-Omni family (known: {', '.join(DEFAULT_DEPLOY)})")
     base_path = base_deploy_path(resolved)
     base = read_deploy(base_path)
     ignored: list[tuple[str, str]] = []
+    talker, codec = _stage_keys(p, resolved.platform != "cuda", ignored)
+    _codec_backend(p, codec, codec_checkpoint, ignored)
+    extra = _connector_extra(p, ignored)
+    data: dict[str, Any] = {
+        "base_config": str(base_path),
+        "model_runner": p.talker.model_runner,
+        "connectors": {_connector_name(base): {"extra": extra}},
+        "stages": [{"stage_id": TALKER, **talker}, {"stage_id": CODEC, **codec}],
+    }
+    data = _with_passthrough(data, base, resolved.platform, dict(p.vllm_omni.deploy_config))
+    return DeployOverlay(data=data, stage_overrides=copy.deepcopy(p.vllm_omni.stage_overrides), ignored=ignored,
+                         platform=resolved.platform)
 
+
+def _stage_keys(p: Profile, cpu: bool, ignored: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The talker's and the codec's engine keys (a CPU run: explicit KV caches, eager, synchronous)."""
+    t, c, vo = p.talker, p.codec, p.vllm_omni
     sampling = {"temperature": t.temperature, "top_k": t.top_k, "top_p": t.top_p,
                 "repetition_penalty": t.repetition_penalty, "max_tokens": t.max_new_tokens}
     talker: dict[str, Any] = {"max_num_seqs": t.max_num_seqs, "max_num_batched_tokens": t.max_num_batched_tokens,
@@ -177,17 +192,23 @@ def build_overlay(
             ignored.append(("talker.cudagraph_capture_sizes", "no CUDA graphs on CPU"))
         if c.capture_sizes is not None:
             ignored.append(("codec.capture_sizes", "no CUDA graphs on CPU"))
-    else:
-        talker.update(gpu_memory_utilization=t.gpu_memory_utilization, enforce_eager=t.enforce_eager)
-        if t.cudagraph_capture_sizes is not None:
-            talker["compilation_config"] = {"cudagraph_capture_sizes": t.cudagraph_capture_sizes}
-        if c.capture_sizes is not None:
-            codec["compilation_config"] = {"cudagraph_capture_sizes": c.capture_sizes}
-        if t.kv_cache_space_gb != TalkerConfig.model_fields["kv_cache_space_gb"].default:
-            ignored.append(("talker.kv_cache_space_gb", "on CUDA the KV cache comes from gpu_memory_utilization "
-                            "or the deploy file's kv_cache_memory_bytes"))
+        return talker, codec
+    talker.update(gpu_memory_utilization=t.gpu_memory_utilization, enforce_eager=t.enforce_eager)
+    if t.cudagraph_capture_sizes is not None:
+        talker["compilation_config"] = {"cudagraph_capture_sizes": t.cudagraph_capture_sizes}
+    if c.capture_sizes is not None:
+        codec["compilation_config"] = {"cudagraph_capture_sizes": c.capture_sizes}
+    if t.kv_cache_space_gb != TalkerConfig.model_fields["kv_cache_space_gb"].default:
+        ignored.append(("talker.kv_cache_space_gb", "on CUDA the KV cache comes from gpu_memory_utilization "
+                        "or the deploy file's kv_cache_memory_bytes"))
+    return talker, codec
 
-    if family == "moss-tts-local":
+
+def _codec_backend(p: Profile, codec: dict[str, Any], codec_checkpoint: Path | None,
+                   ignored: list[tuple[str, str]]) -> None:
+    """MOSS's codec attention backend and audio tokenizer go into the codec stage's hf_overrides."""
+    c = p.codec
+    if p.model == "moss-tts-local":
         if c.codec_attention_backend == "slot":
             ignored.append(("codec.codec_attention_backend", "slot is the native codec's; MOSS's codec uses sdpa here "
                             "(its backends: sdpa, triton, triton_slot)"))
@@ -198,6 +219,10 @@ def build_overlay(
     elif _changed("codec", "codec_attention_backend", c.codec_attention_backend):
         ignored.append(("codec.codec_attention_backend", "Qwen3-TTS's Code2Wav has one attention implementation"))
 
+
+def _connector_extra(p: Profile, ignored: list[tuple[str, str]]) -> dict[str, Any]:
+    """The talker->codec connector's extras (chunk geometry, batch waiting); notes the keys not read."""
+    t, c = p.talker, p.codec
     extra: dict[str, Any] = {
         "codec_chunk_frames": c.codec_chunk_frames,
         "initial_codec_chunk_frames": c.initial_codec_chunk_frames,
@@ -210,28 +235,23 @@ def build_overlay(
     if c.codec_chunk_ramp is not None and len(c.codec_chunk_ramp) < 2:
         ignored.append(("codec.codec_chunk_ramp", "vLLM-Omni disables a ramp of fewer than 2 entries; "
                         "use initial_codec_chunk_frames"))
-    if c.codec_ring_headroom and family != "moss-tts-local":
+    if c.codec_ring_headroom and p.model != "moss-tts-local":
         ignored.append(("codec.codec_ring_headroom", "only MOSS-TTS-Local's codec keeps ring caches"))
-    runner = t.model_runner
-    if runner != "v2" and c.generation_min_batch_size > 1 and c.generation_max_wait_ms > 0:
+    if t.model_runner != "v2" and c.generation_min_batch_size > 1 and c.generation_max_wait_ms > 0:
         for key in ("generation_min_batch_size", "generation_max_wait_ms"):
             ignored.append((f"codec.{key}", "batch waiting requires Model Runner V2 (talker.model_runner: v2); "
                             "vLLM-Omni schedules the codec without waiting on V1"))
-    if runner != "v2" and c.generation_coalescing_policy != "fixed":
+    if t.model_runner != "v2" and c.generation_coalescing_policy != "fixed":
         ignored.append(("codec.generation_coalescing_policy", "batch waiting requires Model Runner V2"))
     for dotted, reason in NOT_READ.items():
         section, key = dotted.split(".")
         if _changed(section, key, getattr(t if section == "talker" else c, key)):
             ignored.append((dotted, reason))
+    return extra
 
-    connector = _connector_name(base)
-    data: dict[str, Any] = {
-        "base_config": str(base_path),
-        "model_runner": runner,
-        "connectors": {connector: {"extra": extra}},
-        "stages": [{"stage_id": TALKER, **talker}, {"stage_id": CODEC, **codec}],
-    }
-    raw = dict(vo.deploy_config)
+
+def _with_passthrough(data: dict[str, Any], base: dict, platform: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`vllm_omni.deploy_config` merged over the mapped keys, then the platform section over both."""
     if "base_config" in raw:
         raise ValueError("vllm_omni.deploy_config cannot set base_config: use vllm_omni.base_deploy_config")
     raw_platforms = raw.pop("platforms", None)
@@ -242,8 +262,7 @@ def build_overlay(
         data["platforms"] = {platform: platform_patch}
     if raw_platforms:
         data["platforms"] = _deep_merge(data.get("platforms") or {}, raw_platforms)
-    return DeployOverlay(data=data, stage_overrides=copy.deepcopy(vo.stage_overrides), ignored=ignored,
-                         platform=platform)
+    return data
 
 
 def _platform_patch(base: dict, platform: str, runner: str, stages: dict[int, dict]) -> dict:
