@@ -28,7 +28,7 @@ from omnicli.lazy import load_ref, module_exists
 
 if TYPE_CHECKING:
     from omnicli.engine.models.checkpoints import CheckpointSpec
-    from omnicli.parity.common import Check
+    from omnicli.parity.checks import Check
 
 # Modules whose import registers families; a missing optional one is skipped.
 REGISTRATIONS = ("omnicli.engine.models.registrations", "omnicli.vllm_omni.families")

@@ -17,7 +17,7 @@ from omnicli.cli import app
 from omnicli.commands.common import EXIT_USAGE
 from omnicli.engine.models import neutts
 from omnicli.engine.windowed import WindowedRunner
-from omnicli.parity.common import full_decode, stream_decode
+from omnicli.parity.checks import full_decode, stream_decode
 from tests import needs
 
 runner = CliRunner()

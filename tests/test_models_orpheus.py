@@ -20,7 +20,7 @@ from omnicli.engine.models.checkpoints import CheckpointMissing, locate
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
 from omnicli.families import check_checkpoints
-from omnicli.parity.common import full_decode, stream_decode
+from omnicli.parity.checks import full_decode, stream_decode
 from tests import needs
 
 runner = CliRunner()

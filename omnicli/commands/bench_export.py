@@ -30,6 +30,6 @@ def bench_export(
     plot needs the per-request lists (a run with --save-detailed). Exit code: 0 done, 2 the file
     cannot be read (or is not a bench result) or an option cannot be carried out.
     """
-    from omnicli.benchmark.outputs.plan import export_result
+    from omnicli.benchmark.outputs.finalize import export_result
 
     export_result(result, console=output_format, csv_path=csv_path, plot=plot)

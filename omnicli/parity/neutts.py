@@ -31,7 +31,7 @@ import torch
 
 from omnicli.engine.models import neutts
 from omnicli.engine.windowed import WindowedRunner
-from omnicli.parity.common import (
+from omnicli.parity.checks import (
     TEXTS,
     Check,
     boundary_jumps,

@@ -30,7 +30,7 @@ import torch
 from omnicli.engine.models import orpheus
 from omnicli.engine.models.snac_codec import SnacCodec, frames_to_snac
 from omnicli.engine.windowed import WindowedRunner
-from omnicli.parity.common import (
+from omnicli.parity.checks import (
     STREAM_REL_BOUND,
     TEXTS,
     Check,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from omnicli.engine.request import TTSRequest
-from omnicli.parity.common import Check, verdict
+from omnicli.parity.checks import Check, verdict
 
 TEXT = "Hello there, how are you today?"
 REF_TEXT = "The birch canoe slid on the smooth planks."

@@ -5,12 +5,12 @@
 - `jsonfile.JsonFile`: the summary file; `csvfile.CsvFile`: `--csv`; `plot.PlotFile`: `--plot`
 - `vllm.VllmOutput`: `--save-result`'s vLLM-shaped per-run files (they need the live passes)
 
-`plan.ReportPlan` (built by option parsing) chooses the list; `plan.report_passes` runs it at the end
+`finalize.ReportPlan` (built by option parsing) chooses the list; `finalize.report_passes` runs it at the end
 of a bench; `omni bench-export` runs the same outputs over a saved result (`BenchDocument.load`).
 """
 
 from omnicli.benchmark.outputs.base import BenchOutput, OutputFormat
-from omnicli.benchmark.outputs.plan import CONSOLE_OUTPUTS, ReportPlan, report_passes
+from omnicli.benchmark.outputs.finalize import CONSOLE_OUTPUTS, ReportPlan, report_passes
 from omnicli.benchmark.outputs.vllm import VllmFiles
 
 __all__ = ["CONSOLE_OUTPUTS", "BenchOutput", "OutputFormat", "ReportPlan", "VllmFiles", "report_passes"]
