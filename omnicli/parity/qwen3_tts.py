@@ -182,26 +182,17 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
     install_import_shims()
     from vllm import SamplingParams
     from vllm_omni.entrypoints.openai.protocol.audio import OpenAICreateSpeechRequest
-    from vllm_omni.entrypoints.openai.tts_adapters.base import TTSGenerationError
 
-    from omnicli.vllm_omni.requests import (
-        REF_SAMPLE_RATE,
-        Qwen3Checkpoint,
-        Qwen3RequestBuilder,
-        length_finish_error,
-        load_tokenizer,
-    )
+    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE, Qwen3Checkpoint, Qwen3RequestBuilder, load_tokenizer
 
     ckpt = Qwen3Checkpoint.read(Path(checkpoint))
     tokenizer = load_tokenizer(ckpt.path)
     rng = np.random.default_rng(seed)
-    wav = (0.1 * rng.standard_normal(int(1.3 * REF_SAMPLE_RATE))).astype(
-        np.float32
-    )  # at 24 kHz: no resampling on either side
+    # At 24 kHz: no resampling on either side.
+    wav = (0.1 * rng.standard_normal(int(1.3 * REF_SAMPLE_RATE))).astype(np.float32)
     cases = _cases(ckpt.task_type, ckpt.speakers, wav, REF_SAMPLE_RATE)
-    adapter = _adapter(
-        ckpt.path, tokenizer, {c[1]["ref_audio"]: (wav, REF_SAMPLE_RATE) for c in cases if "ref_audio" in c[1]}
-    )
+    waveforms = {c[1]["ref_audio"]: (wav, REF_SAMPLE_RATE) for c in cases if "ref_audio" in c[1]}
+    adapter = _adapter(ckpt.path, tokenizer, waveforms)
     defaults = [SamplingParams(**STAGE0_DEFAULTS), SamplingParams(temperature=0.0, max_tokens=65536)]
     ours = Qwen3RequestBuilder(ckpt, tokenizer, defaults)
     checks: list[Check] = []
@@ -213,82 +204,85 @@ def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
             continue
         theirs = asyncio.run(adapter.build(oai, copy.deepcopy(defaults), has_inline_ref_audio="ref_audio" in fields))
         built = ours.build(request)
-        t_info, o_info = theirs.prompt["additional_information"], built.prompt["additional_information"]
-        t_len, o_len = len(theirs.prompt["prompt_token_ids"]), len(built.prompt["prompt_token_ids"])
-        checks.append(
-            Check(f"{name}: placeholder prompt length", verdict(t_len == o_len), f"{o_len} vs adapter {t_len}")
-        )
         t_sp = _server_sampling(adapter, copy.deepcopy(defaults), oai, theirs.prompt)
-        t_plain, o_plain = _plain(t_info), _plain(o_info)
-        keys = sorted(set(t_plain) | set(o_plain))
-        differ = [k for k in keys if t_plain.get(k) != o_plain.get(k)]
-        checks.append(
-            Check(
-                f"{name}: additional_information",
-                verdict(not differ),
-                f"{len(keys) - len(differ)}/{len(keys)} keys equal",
-                "differ: " + ", ".join(f"{k}: ours {o_plain.get(k)!r} vs {t_plain.get(k)!r}" for k in differ)
-                if differ
-                else "",
-            )
-        )
-        t_ref, o_ref = _ref_samples(t_info), _ref_samples(o_info)
-        if t_ref is not None or o_ref is not None:
-            if t_ref is not None and o_ref is not None and t_ref.shape == o_ref.shape:
-                diff = float(np.max(np.abs(t_ref - o_ref))) if t_ref.size else 0.0
-            else:
-                diff = float("inf")
-            sizes = f"{0 if o_ref is None else o_ref.size} vs adapter {0 if t_ref is None else t_ref.size} samples"
-            checks.append(
-                Check(
-                    f"{name}: reference samples",
-                    verdict(diff == 0.0),
-                    f"{sizes} at {REF_SAMPLE_RATE} Hz, max |diff| {diff:g}",
-                )
-            )
-        t_fig, o_fig = _sampling_figures(t_sp[0]), _sampling_figures(built.sampling_params_list[0])
-        checks.append(
-            Check(
-                f"{name}: stage-0 sampling",
-                verdict(t_fig == o_fig),
-                ", ".join(f"{k}={v}" for k, v in o_fig.items()),
-                "" if t_fig == o_fig else f"adapter: {t_fig}",
-            )
-        )
-        # A talker that stops at its budget: the adapter raises for Base and for the automatic budget.
-        try:
-            adapter.validate_generation(t_info, stage0_finish_reason="length", output_tokens=built.max_tokens or 0)
-            theirs_rejects = False
-        except TTSGenerationError:
-            theirs_rejects = True
-        ours_rejects = length_finish_error(built, built.max_tokens or 0) is not None
-        if built.explicit_cap and theirs_rejects and not ours_rejects:
-            checks.append(
-                Check(
-                    f"{name}: a length finish",
-                    "skipped",
-                    "adapter: incomplete (error); ours: kept, hit_cap",
-                    "by design: an offline max_new_tokens is a cap the user chose (docs/vllm-omni.md)",
-                )
-            )
-        else:
-            checks.append(
-                Check(
-                    f"{name}: a length finish",
-                    verdict(theirs_rejects == ours_rejects),
-                    f"{'error' if ours_rejects else 'audio kept'} vs adapter "
-                    f"{'error' if theirs_rejects else 'audio kept'}",
-                )
-            )
-    # Resampling: a 16 kHz reference reaches the talker at 24 kHz with the frame count the adapter estimates.
+        checks += [
+            _check_prompt_length(name, theirs.prompt, built.prompt),
+            _check_information(name, theirs.prompt, built.prompt),
+            *_check_reference(name, theirs.prompt, built.prompt),
+            _check_sampling(name, t_sp[0], built.sampling_params_list[0]),
+            _check_length_finish(name, adapter, theirs.prompt, built),
+        ]
     if ckpt.task_type == "Base":
-        sr16 = 16000
-        wav16 = (0.1 * rng.standard_normal(int(1.3 * sr16))).astype(np.float32)
-        built = ours.build(TTSRequest("v", TEXT, ref_audio=wav16, ref_sample_rate=sr16, ref_text=REF_TEXT))
-        got = _ref_samples(built.prompt["additional_information"])
-        frames = built.prompt["additional_information"]["ref_code_length"][0]
-        want = adapter._estimate_ref_code_len([wav16, sr16])
-        ok = got is not None and got.size == math.ceil(wav16.size * REF_SAMPLE_RATE / sr16) and frames == want
-        checks.append(Check("16 kHz reference resampled to 24 kHz", verdict(ok),
-                            f"{0 if got is None else got.size} samples, {frames} codec frames vs adapter {want}"))
+        checks.append(_check_resampling(ours, adapter, rng))
     return checks
+
+
+def _check_prompt_length(name: str, theirs: dict, ours: dict) -> Check:
+    t_len, o_len = len(theirs["prompt_token_ids"]), len(ours["prompt_token_ids"])
+    return Check(f"{name}: placeholder prompt length", verdict(t_len == o_len), f"{o_len} vs adapter {t_len}")
+
+
+def _check_information(name: str, theirs: dict, ours: dict) -> Check:
+    t_plain, o_plain = _plain(theirs["additional_information"]), _plain(ours["additional_information"])
+    keys = sorted(set(t_plain) | set(o_plain))
+    differ = [k for k in keys if t_plain.get(k) != o_plain.get(k)]
+    detail = ", ".join(f"{k}: ours {o_plain.get(k)!r} vs {t_plain.get(k)!r}" for k in differ)
+    return Check(f"{name}: additional_information", verdict(not differ), f"{len(keys) - len(differ)}/{len(keys)} "
+                 "keys equal", f"differ: {detail}" if differ else "")
+
+
+def _check_reference(name: str, theirs: dict, ours: dict) -> list[Check]:
+    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE
+
+    t_ref, o_ref = _ref_samples(theirs["additional_information"]), _ref_samples(ours["additional_information"])
+    if t_ref is None and o_ref is None:
+        return []
+    if t_ref is not None and o_ref is not None and t_ref.shape == o_ref.shape:
+        diff = float(np.max(np.abs(t_ref - o_ref))) if t_ref.size else 0.0
+    else:
+        diff = float("inf")
+    sizes = f"{0 if o_ref is None else o_ref.size} vs adapter {0 if t_ref is None else t_ref.size} samples"
+    return [Check(f"{name}: reference samples", verdict(diff == 0.0),
+                  f"{sizes} at {REF_SAMPLE_RATE} Hz, max |diff| {diff:g}")]
+
+
+def _check_sampling(name: str, theirs: Any, ours: Any) -> Check:
+    t_fig, o_fig = _sampling_figures(theirs), _sampling_figures(ours)
+    return Check(f"{name}: stage-0 sampling", verdict(t_fig == o_fig), ", ".join(f"{k}={v}" for k, v in o_fig.items()),
+                 "" if t_fig == o_fig else f"adapter: {t_fig}")
+
+
+def _check_length_finish(name: str, adapter: Any, theirs: dict, built: Any) -> Check:
+    """A talker that stops at its budget: the adapter raises for Base and for the automatic budget."""
+    from vllm_omni.entrypoints.openai.tts_adapters.base import TTSGenerationError
+
+    from omnicli.vllm_omni.requests import length_finish_error
+
+    try:
+        adapter.validate_generation(theirs["additional_information"], stage0_finish_reason="length",
+                                    output_tokens=built.max_tokens or 0)
+        theirs_rejects = False
+    except TTSGenerationError:
+        theirs_rejects = True
+    ours_rejects = length_finish_error(built, built.max_tokens or 0) is not None
+    if built.explicit_cap and theirs_rejects and not ours_rejects:
+        return Check(f"{name}: a length finish", "skipped", "adapter: incomplete (error); ours: kept, hit_cap",
+                     "by design: an offline max_new_tokens is a cap the user chose (docs/vllm-omni.md)")
+    said = {True: "error", False: "audio kept"}
+    return Check(f"{name}: a length finish", verdict(theirs_rejects == ours_rejects),
+                 f"{said[ours_rejects]} vs adapter {said[theirs_rejects]}")
+
+
+def _check_resampling(ours: Any, adapter: Any, rng: np.random.Generator) -> Check:
+    """A 16 kHz reference reaches the talker at 24 kHz with the frame count the adapter estimates."""
+    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE
+
+    sr16 = 16000
+    wav16 = (0.1 * rng.standard_normal(int(1.3 * sr16))).astype(np.float32)
+    built = ours.build(TTSRequest("v", TEXT, ref_audio=wav16, ref_sample_rate=sr16, ref_text=REF_TEXT))
+    got = _ref_samples(built.prompt["additional_information"])
+    frames = built.prompt["additional_information"]["ref_code_length"][0]
+    want = adapter._estimate_ref_code_len([wav16, sr16])
+    ok = got is not None and got.size == math.ceil(wav16.size * REF_SAMPLE_RATE / sr16) and frames == want
+    return Check("16 kHz reference resampled to 24 kHz", verdict(ok),
+                 f"{0 if got is None else got.size} samples, {frames} codec frames vs adapter {want}")
