@@ -191,6 +191,25 @@ def _parse_jsonl(line: str) -> tuple[dict[str, str] | None, str | None]:
     return checked, None
 
 
+def _row_from_fields(
+    fields: dict[str, str], path: Path, line_no: int, allow_outside_paths: bool, check_audio: bool
+) -> tuple[ManifestRow | None, str | None]:
+    """The row of checked fields once its audio paths resolve (relative to the manifest), or why not."""
+    base = path.parent
+    prompt_wav, error = resolve_audio_path(fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio)
+    if error:
+        return None, error
+    # gt_wav is informational (used by evaluation): a missing file is not an error.
+    gt_wav, error = resolve_audio_path(fields["gt_wav"], base, allow_outside_paths, must_exist=False, what="gt_wav")
+    if error:
+        return None, error
+    row = ManifestRow(
+        utt=fields["utt"], text=fields["text"], prompt_text=fields["prompt_text"], prompt_wav=prompt_wav,
+        gt_wav=gt_wav, voice=fields["voice"], instruct=fields["instruct"], line_no=line_no, source=path,
+    )
+    return row, None
+
+
 def read_manifest(
     path: str | os.PathLike, allow_outside_paths: bool = False, check_audio: bool = True, short_layouts: bool = False
 ) -> Manifest:
@@ -211,7 +230,6 @@ def read_manifest(
     else:
         def parse(line: str) -> tuple[dict[str, str] | None, str | None]:
             return _parse_seed_tts(line, short_layouts)
-    base = path.parent
     manifest = Manifest(path=path)
     seen: dict[str, int] = {}
     with open(path, "rb") as f:
@@ -248,30 +266,9 @@ def read_manifest(
             if len(fields["instruct"]) > MAX_INSTRUCT_CHARS:
                 bad(f"instruct is {len(fields['instruct'])} characters long (limit {MAX_INSTRUCT_CHARS})", utt)
                 continue
-            prompt_wav, error = resolve_audio_path(
-                fields["prompt_wav"], base, allow_outside_paths, must_exist=check_audio
-            )
-            if error:
-                bad(error, utt)
+            row, error = _row_from_fields(fields, path, line_no, allow_outside_paths, check_audio)
+            if row is None:
+                bad(error or "unreadable row", utt)
                 continue
-            # gt_wav is informational (used by evaluation): a missing file is not an error.
-            gt_wav, error = resolve_audio_path(
-                fields["gt_wav"], base, allow_outside_paths, must_exist=False, what="gt_wav"
-            )
-            if error:
-                bad(error, utt)
-                continue
-            manifest.rows.append(
-                ManifestRow(
-                    utt=utt,
-                    text=fields["text"],
-                    prompt_text=fields["prompt_text"],
-                    prompt_wav=prompt_wav,
-                    gt_wav=gt_wav,
-                    voice=fields["voice"],
-                    instruct=fields["instruct"],
-                    line_no=line_no,
-                    source=path,
-                )
-            )
+            manifest.rows.append(row)
     return manifest
