@@ -327,7 +327,7 @@ class RaySynthRun:
         ray = self.cluster.ray
         assert ray is not None, "open the RayCluster first"
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        remove_stale_probes(self.out_dir)  # left by a Ray driver killed with kill -9
+        remove_stale_probes(self.out_dir)  # left by a coordinator killed with kill -9
         probe = write_probe(self.out_dir)
         board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         t0 = time.perf_counter()
