@@ -34,7 +34,7 @@ def check_probe(probe: Path) -> None:
 
 
 def remove_stale_probes(out_dir: Path) -> int:
-    """Removes probe files a killed driver left (call holding OUT's lock: no other run's
+    """Removes probe files a killed coordinator left (call holding OUT's lock: no other run's
     probe can be live). Returns how many."""
     removed = 0
     for probe in out_dir.glob(f"{PROBE_PREFIX}*"):
