@@ -197,7 +197,7 @@ def test_drive_gives_each_request_one_outcome_and_engine_death_as_its_exception(
 
 
 def test_run_round_re_raises_the_engine_death_it_was_given(monkeypatch):
-    from omnicli.benchmark import session
+    from omnicli.driver import pool
 
     dead = EngineDead("talker died")
 
@@ -206,9 +206,9 @@ def test_run_round_re_raises_the_engine_death_it_was_given(monkeypatch):
 
         return DriveResult(complete=False, engine_error=dead)
 
-    monkeypatch.setattr(session, "drive", fake_drive)
+    monkeypatch.setattr(pool, "drive", fake_drive)
     with pytest.raises(EngineDead) as raised:
-        asyncio.run(session.run_round(FakeEngine(), [], LoadShape(), id_prefix="p"))
+        asyncio.run(pool.run_round(FakeEngine(), [], LoadShape(), id_prefix="p"))
     assert raised.value is dead
 
 
