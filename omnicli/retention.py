@@ -16,7 +16,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ import soundfile as sf
 from omnicli.atomic import write_bytes_atomic, write_json_atomic
 from omnicli.audio import rms_dbfs
 from omnicli.profile.schema import RetentionConfig
+from omnicli.runtime.clock import utc_now
 
 if TYPE_CHECKING:
     from omnicli.driver.records import RequestRecord
@@ -111,10 +111,6 @@ def _float_wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _ordered_union(*groups: Iterable[str]) -> list[str]:
     seen: list[str] = []
     for group in groups:
@@ -194,7 +190,7 @@ class Retainer:
         if not wav_path.exists():
             write_bytes_atomic(wav_path, _float_wav_bytes(audio, sample_rate))
 
-        now = _now()
+        now = utc_now()
         occurrence = {**meta, "reasons": reasons, "kept_at": now}
         previous = self._read_previous(json_path)
         occurrences = list(previous.get("occurrences", [])) if previous else []

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
 from omnicli.benchmark.outputs import ReportPlan, VllmFiles
-from omnicli.benchmark.session import ProfileRun, utc_now
+from omnicli.benchmark.session import ProfileRun
 from omnicli.engine.request import TTSRequest
 from omnicli.errors import UsageError
+from omnicli.runtime.clock import utc_now
 
 if TYPE_CHECKING:
     from omnicli.benchmark.evaluation import BenchEval

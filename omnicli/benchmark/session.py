@@ -33,7 +33,6 @@ session says so, closes them and starts each profile's engine per round.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import EngineFacts, EnginePool, EngineStartError, RoundResult, run_round
 from omnicli.engine.request import EngineStats
+from omnicli.runtime.clock import utc_now
 
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
@@ -174,10 +174,6 @@ class BenchObserver:
 
 
 RoundSink = Callable[[ProfileRun, LoadShape, int, RoundResult, EngineFacts], None]
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def warmup_prompts(prompts: Sequence[Prompt], count: int) -> list[Prompt]:

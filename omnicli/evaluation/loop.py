@@ -9,7 +9,6 @@ the file, the others get the same clip (each takes its own cut of it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
@@ -52,8 +51,3 @@ def score_rows(rows: Sequence[ManifestRow], folder: Path, stages: Sequence[Stage
             stage.add(index, row, audio)
     for stage in stages:
         stage.finish()
-
-
-def utc_now() -> str:
-    """When an evaluation started, as its summary records it."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

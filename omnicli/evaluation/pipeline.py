@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from omnicli.errors import EngineFailure, UsageError
 from omnicli.evaluation.eval_report import EvalOutcome, EvalReport, ResultFiles, RunContext, build_eval_summary
-from omnicli.evaluation.loop import Stage, score_rows, utc_now
+from omnicli.evaluation.loop import Stage, score_rows
 from omnicli.evaluation.results import EvalStatus, WerResult
 from omnicli.evaluation.scorers import DEFAULT_MOS, DEFAULT_SIM
 from omnicli.evaluation.scorers.score_folder import AudioResult, AudioStage, audio_summary
 from omnicli.evaluation.summaries import Metric
 from omnicli.evaluation.wer_run import WerStage, build_wer_summary
 from omnicli.manifest import ManifestRow
+from omnicli.runtime.clock import utc_now
 
 if TYPE_CHECKING:
     from omnicli.evaluation.asr import AsrBackend, AsrSpec

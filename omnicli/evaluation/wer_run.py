@@ -21,13 +21,14 @@ import numpy as np
 from omnicli import __version__
 from omnicli.evaluation.asr.base import SAMPLE_RATE, WINDOW_S, AsrBackend
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS, Clip, load_clip
-from omnicli.evaluation.loop import DecodeOnce, score_rows, utc_now
+from omnicli.evaluation.loop import DecodeOnce, score_rows
 from omnicli.evaluation.normalize import normalize_text
 from omnicli.evaluation.results import EvalStatus, WerResult
 from omnicli.evaluation.summaries import SCHEMA_VERSION
 from omnicli.evaluation.wer import HIGH_WER, aggregate, mean_counting_failures, score_utterance
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Reason, Retainer
+from omnicli.runtime.clock import utc_now
 
 log = logging.getLogger(__name__)
 

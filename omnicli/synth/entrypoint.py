@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from omnicli.driver import STOP_GRACE_S
 from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, ManifestRow, read_manifest
+from omnicli.runtime.clock import utc_now
 from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, compact_results, plan_run, tidy_out_dir
 from omnicli.synth.summary import build_synth_summary, write_summary_or_drop
 
@@ -183,7 +183,7 @@ class SynthJob:
         self.observer: SynthObserver = observer or SilentObserver()
         self.stop = stop or StopRequest()
         self.save_lock = threading.Lock()
-        self.started_at = _now()
+        self.started_at = utc_now()
         self.manifest: Manifest | None = None  # the rows of this run (after --limit and --shard), once prepared
         self.retainer: Retainer | None = None
         self.run_obj: RowRun | None = None
@@ -421,7 +421,3 @@ def _lock(out: Path) -> OutputLock:
         raise
     except OSError as exc:
         raise OutputUnreadable(str(exc)) from None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from omnicli.driver.inputs import request_from_row
 from omnicli.driver.record_sink import RecordSink, is_output_fault
 from omnicli.errors import OutputError
 from omnicli.manifest import ManifestRow
+from omnicli.runtime.clock import utc_now
 from omnicli.synth.plan import input_digest, utterance_seed
 from omnicli.synth.results import Status, SynthResult
 
@@ -58,7 +58,7 @@ class RowSink:
             profile_digest=self.resolved.digest, error=record.error,
         )
         if record.rejected:  # its input never became a request: nothing to judge or keep
-            result.finished_at = _now()
+            result.finished_at = utc_now()
             return result
         result.audio_seconds = record.audio_duration
         result.ttfp_s = record.audio_ttfp
@@ -71,14 +71,10 @@ class RowSink:
             result.status, result.wav = Status.OK, kept.wav.name
         result.retained = str(kept.retained) if kept.retained else None
         result.retention_error = kept.retention_error
-        result.finished_at = _now()
+        result.finished_at = utc_now()
         return result
 
     def _write_failed(self, path: Path, exc: OSError) -> str:
         if is_output_fault(exc):  # every later row would fail the same way: the run stops
             raise OutputUnwritable(f"cannot write {path}: {exc}") from exc
         return f"could not write {path}: {exc}"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

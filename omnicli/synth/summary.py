@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from omnicli import __version__
 from omnicli.atomic import write_json_atomic
 from omnicli.manifest import Manifest
+from omnicli.runtime.clock import utc_now
 from omnicli.synth.plan import SUMMARY, latest_result_lines
 from omnicli.synth.results import FailedRow, RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
 
@@ -104,7 +104,7 @@ def build_synth_summary(
         profile_name=resolved.name,
         profile_digest=resolved.digest,
         started_at=started_at,
-        finished_at=_now(),
+        finished_at=utc_now(),
         omni_version=__version__,
     )
 
@@ -124,7 +124,3 @@ def write_summary_or_drop(out_dir: Path, summary: SynthSummary) -> str | None:
             (out_dir / SUMMARY).unlink(missing_ok=True)
         return f"cannot write to {out_dir}: {exc}"
     return None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS
-from omnicli.evaluation.loop import DecodeOnce, score_rows, utc_now
+from omnicli.evaluation.loop import DecodeOnce, score_rows
 from omnicli.evaluation.results import EvalStatus
 from omnicli.evaluation.scorers.base import SAMPLE_RATE, ScoreItem, Scorer
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Reason, Retainer
+from omnicli.runtime.clock import utc_now
 
 log = logging.getLogger(__name__)
 
