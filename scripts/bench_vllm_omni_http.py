@@ -1,7 +1,7 @@
 """In-process vs the HTTP path on one Qwen3-TTS checkpoint, side by side in one run.
 
     python scripts/bench_vllm_omni_http.py CKPT_DIR [--rows 8] [--concurrency 1,4,8] [--rounds 3]
-        [--tokens 150] [--stop-frames 25] [--profile qwen3-tts] [--port 8091] [--out DIR]
+        [--tokens 150] [--stop-frames 25] [--seed S] [--profile qwen3-tts] [--port 8091] [--out DIR]
 
 HTTP: vLLM-Omni's own server (`vllm-omni serve CKPT --omni --deploy-config OVERLAY`) driven by
 its own client (`vllm-omni bench serve --omni --backend openai-audio-speech --dataset-name
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from omnicli.benchmark.compare import ratio_summary, run_interleaved
+from omnicli.benchmark.entrypoint import RequestDefaults
 from omnicli.benchmark.prompts import load_prompts
 from omnicli.benchmark.session import run_round
 from omnicli.driver import LoadShape
@@ -114,7 +115,9 @@ class Server:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
 
 
-def http_round(ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: int, port: int, out: Path) -> dict:
+def http_round(
+    ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: int, port: int, out: Path, seed: int | None = None,
+) -> dict:
     """One pass of vLLM-Omni's own client; its saved result JSON reduced to our four figures."""
     name = f"http-c{concurrency}-{time.time_ns()}.json"
     cmd = [
@@ -157,6 +160,8 @@ def http_round(ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: i
         "--result-filename",
         name,
     ]
+    if seed is not None:  # the speech endpoint's own `seed` field: every row seeded alike, on both sides
+        cmd += ["--extra-body", json.dumps({"seed": seed})]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(
@@ -171,6 +176,7 @@ def http_round(ckpt: Path, dataset: Path, rows: int, concurrency: int, tokens: i
         "mean_first_audio_ms": float(result["mean_audio_ttfp_ms"]),
         "p99_first_audio_ms": float(result.get("p99_audio_ttfp_ms") or _percentile(result, "audio_ttfp_ms", 99)),
         "completed": int(result.get("completed", rows)),
+        "audio_s": float(result["audio_throughput"]) * float(result["duration"]),
     }
 
 
@@ -199,6 +205,7 @@ async def in_process_round(engine: Any, prompts: Sequence[Any], concurrency: int
         "mean_first_audio_ms": 1000 * float(np.mean(first)) if first else float("nan"),
         "p99_first_audio_ms": 1000 * float(np.percentile(first, 99)) if first else float("nan"),
         "completed": len(ok),
+        "audio_s": audio,
         "hit_cap": sum(1 for r in ok if r.info is not None and r.info.hit_cap),
     }
 
@@ -260,11 +267,13 @@ def main_run(args: argparse.Namespace) -> int:
             return 3
         print(f"server ready in {starts['http']:.0f} s", flush=True)
         engine = loop.run(OmniEngine.start(resolved))
+        if args.seed is not None:
+            engine = RequestDefaults(engine, {"seed": args.seed})
         starts["in_process"] = engine.startup_seconds
         print(f"in-process engine ready in {engine.startup_seconds:.0f} s", flush=True)
         # One discarded warm-up pass per side (first requests pay for lazy initialisation).
         try:
-            http_round(ckpt, manifest, min(4, args.rows), 4, args.tokens, args.port, tmp)
+            http_round(ckpt, manifest, min(4, args.rows), 4, args.tokens, args.port, tmp, args.seed)
         except RuntimeError as exc:
             errors = [ln for ln in server.tail(400).splitlines() if "Error" in ln][-6:]
             print(f"HTTP path: the server started but failed its first requests: {exc}\n" + "\n".join(errors))
@@ -272,7 +281,7 @@ def main_run(args: argparse.Namespace) -> int:
         loop.run(in_process_round(engine, prompts[:4], 4))
         for c in levels:
             def http(c: int = c) -> float:
-                fig = http_round(ckpt, manifest, args.rows, c, args.tokens, args.port, tmp)
+                fig = http_round(ckpt, manifest, args.rows, c, args.tokens, args.port, tmp, args.seed)
                 figures["http"][c].append(fig)
                 return fig["audio_s_per_s"]
 
@@ -284,7 +293,8 @@ def main_run(args: argparse.Namespace) -> int:
             def told(side: str, r: int, _value: float, c: int = c) -> None:
                 fig = figures[side][c][-1]
                 print(f"c={c} round {r + 1} {side:10} " + "  ".join(f"{k} {fig[k]:.3f}" for k in FIGURES)
-                      + f"  completed {fig['completed']}/{args.rows}  load {os.getloadavg()[0]:.1f}", flush=True)
+                      + f"  audio {fig['audio_s']:.2f} s  completed {fig['completed']}/{args.rows}"
+                      + f"  load {os.getloadavg()[0]:.1f}", flush=True)
 
             rounds = run_interleaved({"http": http, "in_process": in_process}, rounds=args.rounds, on_round=told)
             for side, phase in rounds.items():
@@ -336,6 +346,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=150, help="talker token cap per request, both sides")
     ap.add_argument("--stop-frames", type=float, default=25.0,
                     help="mean talker frames before EOS of a built checkpoint")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed every request (both sides, the speech endpoint's own field): the same rows then "
+                         "generate the same lengths in every round, so the rounds compare equal work")
     ap.add_argument("--port", type=int, default=8091)
     ap.add_argument(
         "--max-num-seqs", type=int, default=0, help="slots per stage, both sides (0: the largest concurrency)"
