@@ -370,9 +370,11 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     }
 
 
-def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
-    """The registry's builder: dest/base (Base) and dest/custom_voice (CustomVoice)."""
+def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False, stop_frames: float | None = None) -> dict:
+    """The registry's builder: dest/base (Base) and dest/custom_voice (CustomVoice), both with the same
+    talker stop setting."""
     kinds = ("base", "custom_voice")
-    info: dict = {kind: build_tiny_qwen3_tts(dest / kind, seed=seed, real_size=real_size, kind=kind) for kind in kinds}
+    info: dict = {kind: build_tiny_qwen3_tts(dest / kind, seed=seed, real_size=real_size, kind=kind,
+                                             stop_frames=stop_frames) for kind in kinds}
     info["model_path_folders"] = list(kinds)
     return info
