@@ -200,3 +200,26 @@ def test_the_talker_builds_its_embeddings_in_the_model_dtype():
     buffer = torch.zeros(4, 3)  # the runner's inputs_embeds in the model dtype: the batched step's copy now works
     buffer.index_copy_(0, torch.tensor([1, 3]), torch.ones(2, 3, dtype=model[0]._embedding_dtype))
     assert float(buffer.sum()) == 6.0
+
+
+
+def test_large_weights_are_written_as_shards_with_an_index(tmp_path, monkeypatch):
+    import torch
+    from safetensors.torch import load_file
+
+    from omnicli.vllm_omni import checkpoints
+
+    weights = {f"talker.w{i}": torch.full((64, 64), float(i), dtype=torch.bfloat16) for i in range(5)}  # 8 KiB each
+    (tmp_path / "one").mkdir()
+    assert checkpoints._save_weights(tmp_path / "one", weights) == ["model.safetensors"]  # under one shard
+    monkeypatch.setattr(checkpoints, "_SHARD_BYTES", 20_000)  # two tensors per shard
+    (tmp_path / "many").mkdir()
+    files = checkpoints._save_weights(tmp_path / "many", weights)
+    assert files == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)] + ["model.safetensors.index.json"]
+    index = json.loads((tmp_path / "many" / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == 5 * 64 * 64 * 2
+    assert sorted(index["weight_map"]) == sorted(weights)
+    for name, w in weights.items():
+        back = load_file(str(tmp_path / "many" / index["weight_map"][name]))[name]
+        assert back.dtype == torch.bfloat16 and torch.equal(back, w)
+    assert ("model.safetensors", "model.safetensors.index.json") in checkpoints.QWEN3_TTS.required  # accepted
