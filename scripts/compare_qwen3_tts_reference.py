@@ -87,6 +87,27 @@ def _reference_stand_ins() -> None:
         setattr(masking_utils, name, renamed(getattr(masking_utils, name)))
 
 
+def _recompute_rope(*roots) -> list[str]:
+    """Computes every rotary embedding's `inv_freq` again after loading, and returns their names.
+
+    transformers 5 builds the model on the meta device and materializes non-persistent buffers
+    empty; it re-initializes those of its own classes (Mimi's), not qwen-tts's: the talker's, the
+    code predictor's and the codec decoder's `inv_freq` came out as uninitialized memory (zeros,
+    or values like -2e15), i.e. a wrong RoPE on every position past 0."""
+    fixed = []
+    for root in roots:
+        for name, module in root.named_modules():
+            init = getattr(module, "rope_init_fn", None)
+            if init is None or not hasattr(module, "inv_freq"):
+                continue
+            inv_freq, scaling = init(module.config, module.inv_freq.device)
+            module.register_buffer("inv_freq", inv_freq, persistent=False)
+            module.original_inv_freq = inv_freq
+            module.attention_scaling = scaling
+            fixed.append(name)
+    return fixed
+
+
 def _record_logits(model) -> dict[int, list]:
     """Hooks that keep the last position's logits of every call: group 0 from the talker's codec head
     (call f is frame f), group g from the code predictor's head g-1 (call f is frame f)."""
@@ -104,7 +125,8 @@ def _record_logits(model) -> dict[int, list]:
     return logits
 
 
-def run_reference(ckpt: Path, text: str, tokens: int, pipeline_codes: Path | None) -> dict[str, np.ndarray]:
+def run_reference(ckpt: Path, text: str, tokens: int, pipeline_codes: Path | None,
+                  raw_rope: bool = False) -> dict[str, np.ndarray]:
     _reference_stand_ins()
     import torch
     from qwen_tts import Qwen3TTSModel
@@ -114,8 +136,11 @@ def run_reference(ckpt: Path, text: str, tokens: int, pipeline_codes: Path | Non
         klass.pad_token_id = None
     torch.manual_seed(0)
     model = Qwen3TTSModel.from_pretrained(str(ckpt), dtype=torch.float32)
-    logits = _record_logits(model)
     tokenizer = model.model.speech_tokenizer
+    if not raw_rope:
+        fixed = _recompute_rope(model.model, tokenizer.model)
+        print("reference: RoPE recomputed in", ", ".join(fixed), file=sys.stderr)
+    logits = _record_logits(model)
     decoded: list = []
     real_decode = tokenizer.decode
 
@@ -173,6 +198,20 @@ async def _pipeline(ckpt: Path, text: str, tokens: int, dtype: str) -> dict[str,
         await engine.close()
 
 
+def _dedupe_frames(codes: np.ndarray, audio_frames: int) -> tuple[np.ndarray, int]:
+    """The pipeline's `codec_frames` hold one row more than the audio has frames: Code2Wav returns
+    frame 0 with the early first-audio chunk and again with the next chunk. Drops rows equal to the
+    row before them, as many as the excess (random codes never repeat a whole 16-code row by chance)."""
+    excess = len(codes) - audio_frames
+    keep = [0]
+    for i in range(1, len(codes)):
+        if excess > 0 and np.array_equal(codes[i], codes[i - 1]):
+            excess -= 1
+            continue
+        keep.append(i)
+    return codes[keep], len(codes) - len(keep)
+
+
 def _first_difference(ref: np.ndarray, ours: np.ndarray, ref_out: dict) -> dict | None:
     """The first (frame, codebook) where the codes differ, and the reference's logits there."""
     n = min(len(ref), len(ours))
@@ -208,21 +247,32 @@ def _run_phase(args, phase: str, out: Path, pipeline_codes: Path | None = None) 
         cmd += ["--reference-path", str(args.reference_path)]
     if pipeline_codes is not None:
         cmd += ["--pipeline-codes", str(pipeline_codes)]
-    subprocess.run(cmd, check=True)
+    if args.reference_raw_rope:
+        cmd += ["--reference-raw-rope"]
+    subprocess.run(cmd, check=True, stdout=sys.stderr)  # stdout carries only the JSON
     with np.load(out) as data:
         return dict(data)
 
 
 def compare(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        ours = _run_phase(args, "pipeline", Path(tmp) / "pipeline.npz")  # first: the reference decodes its codes
-        np.save(Path(tmp) / "pipeline_codes.npy", ours["codes"])
-        ref = _run_phase(args, "reference", Path(tmp) / "reference.npz", Path(tmp) / "pipeline_codes.npy")
-    rc, oc = ref["codes"], ours["codes"]
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if args.work and (work / "pipeline.npz").exists():  # a pipeline run kept from before: one engine start less
+            print(f"reusing {work / 'pipeline.npz'}", file=sys.stderr)
+            with np.load(work / "pipeline.npz") as data:
+                ours = dict(data)
+        else:  # first: the reference decodes the pipeline's codes too
+            ours = _run_phase(args, "pipeline", work / "pipeline.npz")
+        oc, dropped = _dedupe_frames(ours["codes"], ours["audio"].size // FRAME)
+        np.save(work / "pipeline_codes.npy", oc)
+        ref = _run_phase(args, "reference", work / "reference.npz", work / "pipeline_codes.npy")
+    rc = ref["codes"]
     n = min(len(rc), len(oc))
     result = {
         "talker_dtype": {"pipeline": args.talker_dtype, "reference": "float32"},
-        "frames": {"reference": int(len(rc)), "pipeline": int(len(oc)),
+        "reference_rope": "as loaded (uninitialized)" if args.reference_raw_rope else "recomputed",
+        "frames": {"reference": int(len(rc)), "pipeline": int(len(oc)), "pipeline_repeated_rows_dropped": dropped,
                    "reference_audio": ref["audio"].size / FRAME, "pipeline_audio": ours["audio"].size / FRAME},
         "codes_equal_per_frame": [bool(np.array_equal(rc[i], oc[i])) for i in range(n)],
         "codebooks_equal_per_frame": [int((rc[i] == oc[i]).sum()) for i in range(n)],
@@ -244,6 +294,12 @@ def main() -> None:
                     help="the pipeline talker's dtype (the reference runs float32)")
     ap.add_argument("--reference-path", type=Path,
                     help="a folder holding qwen_tts (pip install --target), put first on the reference's sys.path")
+    ap.add_argument("--reference-raw-rope", action="store_true",
+                    help="keep the reference's RoPE buffers as transformers 5 loads them (uninitialized; the "
+                    "comparison before this fix)")
+    ap.add_argument("--work", type=Path,
+                    help="keep both sides' arrays here (pipeline.npz, reference.npz); a pipeline.npz already "
+                    "there is reused instead of starting the engine again (same checkpoint and settings only)")
     ap.add_argument("--phase", choices=("reference", "pipeline"), help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--pipeline-codes", type=Path, help=argparse.SUPPRESS)
@@ -252,7 +308,8 @@ def main() -> None:
     if args.phase == "reference":
         if args.reference_path:
             sys.path.insert(0, str(args.reference_path))
-        np.savez(args.out, **run_reference(ckpt, args.text, args.tokens, args.pipeline_codes))
+        np.savez(args.out, **run_reference(ckpt, args.text, args.tokens, args.pipeline_codes,
+                                           args.reference_raw_rope))
     elif args.phase == "pipeline":
         np.savez(args.out, **asyncio.run(_pipeline(ckpt, args.text, args.tokens, args.talker_dtype)))
     else:
