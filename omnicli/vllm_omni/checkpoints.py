@@ -389,12 +389,14 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     if kind == "base":  # only Base clones voices from a reference
         weights.update(_speaker_encoder_weights(cfg, seed + 1))
     files = _save_weights(dest, weights)
+    parameters = sum(v.numel() for v in weights.values())
+    del weights  # the real-size talker (1.8 GB) need not stay in memory while the codec is built
     codec_params = _write_speech_tokenizer(dest / "speech_tokenizer", sizes, seed + 2)
     return {
         "family": "qwen3-tts",
         "kind": kind,
         "task_type": QWEN3_TTS_KINDS[kind],
-        "parameters": sum(v.numel() for v in weights.values()),
+        "parameters": parameters,
         "dtype": cfg["torch_dtype"],
         "weight_files": files,
         "speech_tokenizer_parameters": codec_params,
