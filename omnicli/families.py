@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +48,9 @@ class Family:
     load_adapter: str | None = (
         None  # "module:callable(*, seed, codec_dtype, model_path, codec_path, options) -> ModelAdapter"
     )
-    build_tiny: str | None = None  # "module:callable(dest: Path, *, seed: int, real_size: bool) -> dict"
+    build_tiny: str | None = None  # "module:callable(dest: Path, *, seed: int, real_size: bool, **options) -> dict"
+    # keyword options its builder takes beyond seed and real_size, e.g. ("stop_frames",) for qwen3-tts
+    build_tiny_options: tuple[str, ...] = ()
     parity_checks: str | None = None  # "module:callable(checkpoint: Path, *, seed: int) -> list[Check]"
     ring_cache: bool = False  # its codec keeps per-slot ring caches (`codec_ring_headroom` applies)
     extra_status: Callable[[], tuple[bool, str]] | None = None  # a further need, e.g. espeak-ng: (present, where)
@@ -180,19 +183,33 @@ def tiny_families() -> list[str]:
     return [name for name in family_names() if _FAMILIES[name].build_tiny]
 
 
-def build_tiny(name: str, dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
-    """Writes dest/talker and dest/codec (random weights, published layout), atomically."""
+def build_tiny(name: str, dest: Path, *, seed: int = 0, real_size: bool = False,
+               stop_frames: float | None = None) -> dict:
+    """Writes dest/talker and dest/codec (random weights, published layout), atomically.
+
+    `stop_frames`: a talker that ends by EOS after about that many frames on average (geometric
+    lengths); only families whose builder lists it in `build_tiny_options` (qwen3-tts) take it.
+    Every refusal is raised before anything is imported or written."""
     family = get_family(name)
     if family.build_tiny is None:
         raise ValueError(f"build-tiny knows {', '.join(tiny_families())}; got {name!r}")
+    options: dict = {}
+    if stop_frames is not None:
+        if "stop_frames" not in family.build_tiny_options:
+            takers = [n for n in family_names() if "stop_frames" in _FAMILIES[n].build_tiny_options]
+            raise ValueError(f"--stop-frames is not an option of {name}'s build (only {', '.join(takers)}): "
+                             "its talker has no stop setting to write")
+        if not (math.isfinite(stop_frames) and stop_frames > 1):
+            raise ValueError(f"--stop-frames is a mean length in talker frames and must be above 1; got {stop_frames}")
+        options["stop_frames"] = float(stop_frames)
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} exists and is not empty; choose a new folder")
     builder = load_ref(family.build_tiny)
     tmp = dest.parent / f".{dest.name}.building"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    info = builder(tmp, seed=seed, real_size=real_size)
-    info.update(seed=seed, real_size=real_size)
+    info = builder(tmp, seed=seed, real_size=real_size, **options)
+    info.update(seed=seed, real_size=real_size, **options)
     (tmp / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
     mode = 0o666 & ~current_umask()
     for path in tmp.rglob("*"):  # safetensors writes its files 0600; every file gets the umask's mode (0644)

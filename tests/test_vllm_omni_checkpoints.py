@@ -8,9 +8,12 @@ import json
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from omnicli.cli import app
+from omnicli.commands.common import EXIT_USAGE
 from omnicli.engine.models.checkpoints import CheckpointMissing
-from omnicli.vllm_omni.checkpoints import build_tiny_qwen3_tts, locate_checkpoint, locate_codec
+from omnicli.vllm_omni.checkpoints import locate_checkpoint, locate_codec
 
 needs_vllm_omni = pytest.mark.skipif(importlib.util.find_spec("vllm_omni") is None, reason="vllm-omni not installed")
 
@@ -31,9 +34,53 @@ def test_missing_checkpoint_names_every_missing_file(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen3-tiny")
-    info = {kind: build_tiny_qwen3_tts(root / kind, seed=3, kind=kind) for kind in ("base", "custom_voice")}
-    return root, info
+    """Base and CustomVoice with a stopping talker (mean 25 frames), built through the CLI."""
+    root = tmp_path_factory.mktemp("qwen3-tiny") / "ckpt"
+    result = CliRunner().invoke(app, ["models", "build-tiny", "qwen3-tts", str(root), "--seed", "3",
+                                      "--stop-frames", "25"])
+    assert result.exit_code == 0, result.output
+    return root, json.loads((root / "BUILD_INFO.json").read_text())
+
+
+@needs_vllm_omni
+def test_build_tiny_writes_the_stop_setting_into_both_talkers(tiny):
+    import math
+
+    import torch
+    from safetensors.torch import load_file
+
+    from omnicli.vllm_omni.checkpoints import _STOP_DIM, _STOP_LEVEL, _talker_weights
+
+    root, info = tiny
+    assert info["stop_frames"] == 25.0 and info["seed"] == 3
+    for kind in ("base", "custom_voice"):
+        cfg = json.loads((root / kind / "config.json").read_text())
+        eos, hidden = cfg["talker_config"]["codec_eos_token_id"], cfg["talker_config"]["hidden_size"]
+        logit = info[kind]["eos_logit"]
+        assert info[kind]["stop_frames"] == 25.0
+        assert logit == pytest.approx(0.9 * math.log(49 / 24))  # temperature 0.9, top-k 50, P(EOS) 1/25
+        w = load_file(str(root / kind / "model.safetensors"))
+        row = w["talker.codec_head.weight"][eos]
+        assert row.nonzero().flatten().tolist() == [_STOP_DIM]  # only the stop channel reaches EOS
+        assert float(row[_STOP_DIM]) == pytest.approx(logit / math.sqrt(hidden))
+        assert float(w["talker.text_projection.linear_fc2.bias"][_STOP_DIM]) == _STOP_LEVEL
+        plain = _talker_weights(cfg, torch.Generator().manual_seed(3))  # the --seed reached the weights
+        assert plain["talker.codec_head.weight"][eos].count_nonzero() == hidden  # dense without the option
+        name = "talker.model.layers.0.self_attn.q_proj.weight"
+        assert torch.equal(w[name], plain[name])  # the rest of the talker is the plain build's
+
+
+@pytest.mark.parametrize(("family", "value", "says"), [
+    ("qwen3-tts", "0", "must be above 1"), ("qwen3-tts", "-4", "must be above 1"),
+    ("qwen3-tts", "1", "must be above 1"), ("qwen3-tts", "nan", "must be above 1"),
+    ("qwen3-tts", "many", "Invalid value for '--stop-frames'"), ("orpheus", "25", "--stop-frames is not an option"),
+])
+def test_build_tiny_refuses_a_bad_stop_setting_before_writing(tmp_path, family, value, says):
+    dest = tmp_path / "ckpt"
+    result = CliRunner().invoke(app, ["models", "build-tiny", family, str(dest), "--stop-frames", value])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert says in " ".join(result.output.split()), result.output
+    assert not dest.exists() and not any(tmp_path.iterdir())  # nothing written, not even the build folder
 
 
 @needs_vllm_omni
@@ -153,3 +200,26 @@ def test_the_talker_builds_its_embeddings_in_the_model_dtype():
     buffer = torch.zeros(4, 3)  # the runner's inputs_embeds in the model dtype: the batched step's copy now works
     buffer.index_copy_(0, torch.tensor([1, 3]), torch.ones(2, 3, dtype=model[0]._embedding_dtype))
     assert float(buffer.sum()) == 6.0
+
+
+
+def test_large_weights_are_written_as_shards_with_an_index(tmp_path, monkeypatch):
+    import torch
+    from safetensors.torch import load_file
+
+    from omnicli.vllm_omni import checkpoints
+
+    weights = {f"talker.w{i}": torch.full((64, 64), float(i), dtype=torch.bfloat16) for i in range(5)}  # 8 KiB each
+    (tmp_path / "one").mkdir()
+    assert checkpoints._save_weights(tmp_path / "one", weights) == ["model.safetensors"]  # under one shard
+    monkeypatch.setattr(checkpoints, "_SHARD_BYTES", 20_000)  # two tensors per shard
+    (tmp_path / "many").mkdir()
+    files = checkpoints._save_weights(tmp_path / "many", weights)
+    assert files == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)] + ["model.safetensors.index.json"]
+    index = json.loads((tmp_path / "many" / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == 5 * 64 * 64 * 2
+    assert sorted(index["weight_map"]) == sorted(weights)
+    for name, w in weights.items():
+        back = load_file(str(tmp_path / "many" / index["weight_map"][name]))[name]
+        assert back.dtype == torch.bfloat16 and torch.equal(back, w)
+    assert ("model.safetensors", "model.safetensors.index.json") in checkpoints.QWEN3_TTS.required  # accepted

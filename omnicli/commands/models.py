@@ -43,13 +43,23 @@ def build_tiny(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
     real_size: bool = typer.Option(False, "--real-size", help="The published sizes (large: for benchmarks only)."),
+    stop_frames: float = typer.Option(
+        None, "--stop-frames", metavar="N",
+        help="qwen3-tts only: a talker that ends by codec EOS after about N frames on average (12.5 frames/s; "
+        "lengths vary geometrically, N above 1). Without it a random talker almost never says EOS, so every "
+        "request runs into its token budget (vLLM-Omni's server rejects a Base request that ends so).",
+    ),
 ) -> None:
-    """Write random-weight checkpoints in the family's published layout (for tests and benchmarks)."""
+    """Write random-weight checkpoints in the family's published layout (for tests and benchmarks).
+
+    Example: `omni models build-tiny qwen3-tts /tmp/q3 --stop-frames 25`, then
+    `omni synth meta.lst --out out --profile qwen3-tts --set model_path=/tmp/q3/base`.
+    """
     from omnicli.families import build_tiny as build
 
     try:
         with err_console.status(f"building {family} into {dest}"):
-            info = build(family, dest, seed=seed, real_size=real_size)
+            info = build(family, dest, seed=seed, real_size=real_size, stop_frames=stop_frames)
     except (ValueError, FileExistsError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None

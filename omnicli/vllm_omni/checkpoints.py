@@ -173,15 +173,20 @@ def _decoder_layer_weights(prefix: str, c: dict, randn, ones) -> dict:
     }
 
 
-def _talker_weights(cfg: dict, generator) -> dict:
-    """The talker and its code predictor, named as the published `model.safetensors` names them."""
+def _talker_weights(cfg: dict, generator, dtype: str = "float32") -> dict:
+    """The talker and its code predictor, named as the published `model.safetensors` names them.
+
+    `dtype`: how they are stored (drawn in float32 either way, so a bfloat16 build holds the same
+    values rounded); the real-size build uses bfloat16, as published, to halve its memory and disk."""
     import torch
 
+    kind = getattr(torch, dtype)
+
     def randn(*shape):
-        return torch.randn(*shape, generator=generator) * 0.02
+        return (torch.randn(*shape, generator=generator) * 0.02).to(kind)
 
     def ones(n):
-        return torch.ones(n)
+        return torch.ones(n, dtype=kind)
 
     t, p = cfg["talker_config"], cfg["talker_config"]["code_predictor_config"]
     h, th, groups = t["hidden_size"], t["text_hidden_size"], t["num_code_groups"]
@@ -315,6 +320,36 @@ def make_talker_stop(weights: dict, cfg: dict, mean_frames: float) -> float:
     return logit
 
 
+_SHARD_BYTES = 1 << 30  # one safetensors file up to 1 GiB; serializing copies a file's tensors once
+
+
+def _save_weights(dest: Path, weights: dict) -> list[str]:
+    """`model.safetensors`, or shards with `model.safetensors.index.json` (the published form for large
+    checkpoints) once the weights pass one shard, so that a real-size build never holds a second copy of
+    all of them while writing. Returns the files written."""
+    from safetensors.torch import save_file
+
+    shards: list[dict] = [{}]
+    size = 0
+    for name, w in weights.items():
+        nbytes = w.numel() * w.element_size()
+        if shards[-1] and size + nbytes > _SHARD_BYTES:
+            shards.append({})
+            size = 0
+        shards[-1][name] = w.contiguous()
+        size += nbytes
+    if len(shards) == 1:
+        save_file(shards[0], str(dest / "model.safetensors"), metadata={"format": "pt"})
+        return ["model.safetensors"]
+    files = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    for file, shard in zip(files, shards, strict=True):
+        save_file(shard, str(dest / file), metadata={"format": "pt"})
+    index = {"metadata": {"total_size": sum(w.numel() * w.element_size() for w in weights.values())},
+             "weight_map": {name: file for file, shard in zip(files, shards, strict=True) for name in shard}}
+    (dest / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return [*files, "model.safetensors.index.json"]
+
+
 def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, kind: str = "base",
                          stop_frames: float | None = None) -> dict:
     """Writes one Qwen3-TTS checkpoint folder at `dest` (random weights, published layout).
@@ -322,7 +357,6 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     `stop_frames`: a talker that ends by codec EOS after about that many frames on average
     (make_talker_stop); None keeps the plain random talker (it almost never stops by itself)."""
     import torch
-    from safetensors.torch import save_file
 
     from omnicli.engine.models import tiny_tokenizer
 
@@ -339,7 +373,8 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     cfg = _qwen3_config(sizes, kind, text_vocab)
     if real_size:
         cfg.update(im_start_token_id=151644, im_end_token_id=151645,
-                   tts_pad_token_id=151671, tts_bos_token_id=151672, tts_eos_token_id=151673)
+                   tts_pad_token_id=151671, tts_bos_token_id=151672, tts_eos_token_id=151673,
+                   torch_dtype="bfloat16")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     (dest / "generation_config.json").write_text(json.dumps({
@@ -349,19 +384,21 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     }, indent=2) + "\n")
     tiny_tokenizer.build(dest, regular_size=first, added=specials, bos=None, eos="<|im_end|>", pad="<|endoftext|>")
 
-    weights = _talker_weights(cfg, torch.Generator().manual_seed(seed))
+    weights = _talker_weights(cfg, torch.Generator().manual_seed(seed), cfg["torch_dtype"])
     eos_logit = make_talker_stop(weights, cfg, stop_frames) if stop_frames is not None else None
     if kind == "base":  # only Base clones voices from a reference
         weights.update(_speaker_encoder_weights(cfg, seed + 1))
-    save_file(
-        {k: v.contiguous() for k, v in weights.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"}
-    )
+    files = _save_weights(dest, weights)
+    parameters = sum(v.numel() for v in weights.values())
+    del weights  # the real-size talker (1.8 GB) need not stay in memory while the codec is built
     codec_params = _write_speech_tokenizer(dest / "speech_tokenizer", sizes, seed + 2)
     return {
         "family": "qwen3-tts",
         "kind": kind,
         "task_type": QWEN3_TTS_KINDS[kind],
-        "parameters": sum(v.numel() for v in weights.values()),
+        "parameters": parameters,
+        "dtype": cfg["torch_dtype"],
+        "weight_files": files,
         "speech_tokenizer_parameters": codec_params,
         "speakers": sorted(cfg["talker_config"]["spk_id"]),
         "languages": sorted(_LANGUAGES),
@@ -370,9 +407,11 @@ def build_tiny_qwen3_tts(dest: Path, *, seed: int = 0, real_size: bool = False, 
     }
 
 
-def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False) -> dict:
-    """The registry's builder: dest/base (Base) and dest/custom_voice (CustomVoice)."""
+def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False, stop_frames: float | None = None) -> dict:
+    """The registry's builder: dest/base (Base) and dest/custom_voice (CustomVoice), both with the same
+    talker stop setting."""
     kinds = ("base", "custom_voice")
-    info: dict = {kind: build_tiny_qwen3_tts(dest / kind, seed=seed, real_size=real_size, kind=kind) for kind in kinds}
+    info: dict = {kind: build_tiny_qwen3_tts(dest / kind, seed=seed, real_size=real_size, kind=kind,
+                                             stop_frames=stop_frames) for kind in kinds}
     info["model_path_folders"] = list(kinds)
     return info

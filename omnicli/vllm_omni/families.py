@@ -33,6 +33,7 @@ register_family(
         engine="vllm-omni",
         checkpoint_specs=_qwen3_specs,
         build_tiny="omnicli.vllm_omni.checkpoints:build_tiny",
+        build_tiny_options=("stop_frames",),  # make_talker_stop: a talker that ends by codec EOS
         parity_checks="omnicli.parity.qwen3_tts:run",
         requires=("vllm_omni",),
         install_hint=INSTALL_HINT,
