@@ -1,10 +1,11 @@
 """NeuTTS Air at real size (random weights): the engine against the neutts reference loop, in one run.
 
     python scripts/bench_neutts.py CACHE_DIR [--quick] [--rows 32] [--tokens 100] [--concurrency 1,8,32] [--rounds 3]
+        [--engines preset,old-chunks] [--reference-rows N]
 
 Phases, each in its own process so that no two real-size models are in memory
 at once (the engine alone needs 6-8 GiB here). The compared phases (3-5) run
-in alternating rounds (reference, talker-only, engine off, engine on,
+in alternating rounds (reference, talker-only, each engine variant,
 reference, ...; `--rounds`, default 3), so that load drifting on the machine
 falls on each of them alike (omnicli/benchmark/compare.py); each round of a
 phase is a fresh process, its model loaded and warmed up anew:
@@ -20,21 +21,31 @@ phase is a fresh process, its model loaded and warmed up anew:
    `Qwen2ForCausalLM` in bfloat16, `generate(max_length=2048, do_sample=True,
    temperature=1.0, top_k=50, use_cache=True, min_new_tokens=50)` capped by
    `max_new_tokens`, then a full-sequence NeuCodec decode in float32, one
-   utterance after another, references encoded beforehand (as neutts'
-   `encode_reference`). Random weights pick any of the ~217k ids, not only the
-   65,536 speech tokens real weights emit, so every generated id is decoded as
-   a code (id mod 65,536) and audio is counted at 50 tokens per second, as for
-   the engine: both then pay for the same amount of audio.
+   utterance after another (`--reference-rows` of them), references encoded
+   beforehand (as neutts' `encode_reference`). Random weights pick any of the
+   ~217k ids, not only the 65,536 speech tokens real weights emit, so every
+   generated id is decoded as a code (id mod 65,536) and audio is counted at
+   50 tokens per second, as for the engine: both then pay for the same amount
+   of audio. It also times a first chunk's codec window alone (1 thread).
 4. talker-only: vLLM (the engine's Talker, same profile, sampling and prompts)
-   without the codec; tokens counted and converted at 50 tokens per audio second.
-5. engine: `omni bench` (the real CLI) with coalescing off, then (its own
-   process) on, the same rows, concurrency sweep; talker tokens/s, codec ms
-   per audio second, audio-s/s, mean first-audio latency.
+   without the codec; tokens counted and converted at 50 tokens per audio
+   second. First it runs 4 prompts alone, for as many tokens as a first chunk
+   needs: their prefill time per prompt token and the decode of the rest of a
+   first chunk, the terms of the first-audio floor.
+5. engine: `omni bench --save-detailed` (the real CLI), one process per engine
+   variant (`--engines`, ENGINES below: `preset` is the cpu preset as shipped;
+   the others change one setting), the same rows, concurrency sweep; talker
+   tokens/s, codec ms per audio second, audio-s/s, mean first-audio latency
+   and, from each request's submission time, its first-audio floor: an ideal
+   talker that runs the queued prefills back to back in submission order and
+   then this request's first chunk as fast as alone, plus the codec's first
+   window alone (`first_audio_floors`).
 
 Prints per phase (and concurrency) the median audio-s/s over the rounds, its
 min-max and the load average during those rounds; one table of the medians;
-the ratios (engine / reference, engine on / off, efficiency = engine / talker
-only) with their bootstrap 90% intervals ("no difference measured" when one
+the ratios (engine / reference, efficiency = engine / talker only, codec ms
+per audio-s engine / reference, first audio / its floor, each variant / the
+first) with their bootstrap 90% intervals ("no difference measured" when one
 spans 1.0); and the ceiling: CPU seconds per audio second of the talker alone
 (vLLM's process tree, at each concurrency) and of the codec alone (the
 reference's full-sequence decode), the audio-s/s they allow on this many
@@ -69,6 +80,9 @@ ENGINES: dict[str, dict[str, dict]] = {
     "coal-off": {"codec": {"generation_min_batch_size": 1, "generation_max_wait_ms": 0}},
     "old-chunks": {"codec": {"initial_codec_chunk_frames": 5, "codec_chunk_frames": 25}},  # before 2026-12-02
     "talker2": {"talker": {"threads": 2}},
+    # at most 512 prompt tokens per talker step (vLLM's budget; with chunked prefill off on CPU it must hold
+    # max_model_len, which 512 does for these prompts plus 100 tokens): about two prefills per step
+    "prefill512": {"talker": {"max_model_len": 512, "max_num_batched_tokens": 512}},
     "codec2": {"codec": {"threads": 2}},
     "fp32-codec": {"codec": {"dtype": "float32"}},
     "bf16-codec": {"codec": {"dtype": "bfloat16"}},
