@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_codec.py --part backends --batches 1,8,32
     .venv/bin/python scripts/bench_codec.py --part overhead
     .venv/bin/python scripts/bench_codec.py --part engine --requests 64
+    .venv/bin/python scripts/bench_codec.py --part neucodec-geometry --geometries 5+25,5/10/20/40+80
 
 Parts:
   backends  `sdpa` vs `slot` step time of omni-tiny's codec at several batch
@@ -14,6 +15,13 @@ Parts:
   engine    the real engine (vLLM talker + codec), N concurrent requests:
             audio-s/s and mean codec batch size with coalescing off versus
             generation_min_batch_size=16, generation_max_wait_ms=12.
+  neucodec-geometry
+            NeuTTS Air's codec at real size (NeuCodec's published decoder,
+            random weights; or --codec-path): codec ms per audio second of a
+            full-sequence decode, one request at a time (the reference loop),
+            against streaming geometries (FIRST[/NEXT...]+STEADY chunk sizes,
+            51 look-back and 5 look-ahead frames), requests in lockstep, in
+            alternating rounds with ratios and bootstrap 90% intervals.
 
 On a shared machine every figure is noisy: compare figures from one run.
 """
@@ -171,6 +179,34 @@ def bench_engine(requests: int) -> None:
         )
 
 
+def bench_neucodec_geometry(args) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from windowed_codec_timing import compare_geometries
+
+    from omnicli.engine.models import neutts
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec, load_neucodec
+
+    if args.codec_path:
+        model, _ = load_neucodec(Path(args.codec_path), dtype=args.dtype)
+    else:
+        from transformers import NeuCodecConfig, NeuCodecModel
+
+        torch.manual_seed(0)
+        cfg = NeuCodecConfig()
+        cfg.semantic_model_config.num_hidden_layers = 1  # not timed: the decoder keeps its published size
+        model = NeuCodecModel(cfg).eval()
+        neutts._randomize(model)
+        model = model.to(getattr(torch, args.dtype))
+    codec = NeuCodecCodec(model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
+                          overlap=neutts.OVERLAP_FRAMES)
+    header = f"\n[neucodec-geometry] NeuCodec decoder, {args.dtype}, {torch.get_num_threads()} thread(s)"
+    compare_geometries(codec, header, codebook_size=neutts.CODEBOOK_SIZE, frames=args.frames, batch=args.geo_batch,
+                       geometries=args.geometries.split(","), rounds=args.rounds)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", default="backends,overhead,engine", help="comma-separated: backends, overhead, engine")
@@ -184,6 +220,13 @@ def main() -> None:
         default=1,
         help="torch threads for the micro-benchmarks (the cpu profile's codec.threads)",
     )
+    ap.add_argument("--geometries", default="5+25,5/10/20/40+80,5+100",
+                    help="neucodec-geometry: FIRST[/NEXT...]+STEADY chunk sizes, comma-separated (first: the base)")
+    ap.add_argument("--frames", type=int, default=100, help="neucodec-geometry: frames per request (50 per second)")
+    ap.add_argument("--geo-batch", type=int, default=16, help="neucodec-geometry: requests in lockstep")
+    ap.add_argument("--rounds", type=int, default=3, help="neucodec-geometry: alternating rounds")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="neucodec-geometry: dtype")
+    ap.add_argument("--codec-path", help="neucodec-geometry: a NeuCodec checkpoint folder (default: random weights)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     parts = set(args.part.split(","))
@@ -193,6 +236,8 @@ def main() -> None:
         bench_overhead(args.requests, args.steps)
     if "engine" in parts:
         bench_engine(args.requests)
+    if "neucodec-geometry" in parts:
+        bench_neucodec_geometry(args)
 
 
 if __name__ == "__main__":

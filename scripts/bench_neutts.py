@@ -1,10 +1,11 @@
 """NeuTTS Air at real size (random weights): the engine against the neutts reference loop, in one run.
 
     python scripts/bench_neutts.py CACHE_DIR [--quick] [--rows 32] [--tokens 100] [--concurrency 1,8,32] [--rounds 3]
+        [--engines preset,old-chunks] [--reference-rows N]
 
 Phases, each in its own process so that no two real-size models are in memory
 at once (the engine alone needs 6-8 GiB here). The compared phases (3-5) run
-in alternating rounds (reference, talker-only, engine off, engine on,
+in alternating rounds (reference, talker-only, each engine variant,
 reference, ...; `--rounds`, default 3), so that load drifting on the machine
 falls on each of them alike (omnicli/benchmark/compare.py); each round of a
 phase is a fresh process, its model loaded and warmed up anew:
@@ -20,21 +21,31 @@ phase is a fresh process, its model loaded and warmed up anew:
    `Qwen2ForCausalLM` in bfloat16, `generate(max_length=2048, do_sample=True,
    temperature=1.0, top_k=50, use_cache=True, min_new_tokens=50)` capped by
    `max_new_tokens`, then a full-sequence NeuCodec decode in float32, one
-   utterance after another, references encoded beforehand (as neutts'
-   `encode_reference`). Random weights pick any of the ~217k ids, not only the
-   65,536 speech tokens real weights emit, so every generated id is decoded as
-   a code (id mod 65,536) and audio is counted at 50 tokens per second, as for
-   the engine: both then pay for the same amount of audio.
+   utterance after another (`--reference-rows` of them), references encoded
+   beforehand (as neutts' `encode_reference`). Random weights pick any of the
+   ~217k ids, not only the 65,536 speech tokens real weights emit, so every
+   generated id is decoded as a code (id mod 65,536) and audio is counted at
+   50 tokens per second, as for the engine: both then pay for the same amount
+   of audio. It also times a first chunk's codec window alone (1 thread).
 4. talker-only: vLLM (the engine's Talker, same profile, sampling and prompts)
-   without the codec; tokens counted and converted at 50 tokens per audio second.
-5. engine: `omni bench` (the real CLI) with coalescing off, then (its own
-   process) on, the same rows, concurrency sweep; talker tokens/s, codec ms
-   per audio second, audio-s/s, mean first-audio latency.
+   without the codec; tokens counted and converted at 50 tokens per audio
+   second. First it runs 4 prompts alone, for as many tokens as a first chunk
+   needs: their prefill time per prompt token and the decode of the rest of a
+   first chunk, the terms of the first-audio floor.
+5. engine: `omni bench --save-detailed` (the real CLI), one process per engine
+   variant (`--engines`, ENGINES below: `preset` is the cpu preset as shipped;
+   the others change one setting), the same rows, concurrency sweep; talker
+   tokens/s, codec ms per audio second, audio-s/s, mean first-audio latency
+   and, from each request's submission time, its first-audio floor: an ideal
+   talker that runs the queued prefills back to back in submission order and
+   then this request's first chunk as fast as alone, plus the codec's first
+   window alone (`first_audio_floors`).
 
 Prints per phase (and concurrency) the median audio-s/s over the rounds, its
 min-max and the load average during those rounds; one table of the medians;
-the ratios (engine / reference, engine on / off, efficiency = engine / talker
-only) with their bootstrap 90% intervals ("no difference measured" when one
+the ratios (engine / reference, efficiency = engine / talker only, codec ms
+per audio-s engine / reference, first audio / its floor, each variant / the
+first) with their bootstrap 90% intervals ("no difference measured" when one
 spans 1.0); and the ceiling: CPU seconds per audio second of the talker alone
 (vLLM's process tree, at each concurrency) and of the codec alone (the
 reference's full-sequence decode), the audio-s/s they allow on this many
@@ -60,8 +71,23 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 CPU_PROFILE = REPO / "omnicli" / "data" / "profiles" / "cpu.yaml"
 TOKENS_PER_AUDIO_S = 50.0
-COALESCING = {"off": {}, "on": {"generation_min_batch_size": 8, "generation_max_wait_ms": 10,
-                                "generation_coalescing_policy": "idle_wait"}}
+# Engine variants (`--engines`): the profile sections each one sets over the cpu preset. "preset" is the preset
+# as shipped (thread counts, coalescing, the family's chunk geometry: nothing is set here).
+ENGINES: dict[str, dict[str, dict]] = {
+    "preset": {},
+    "coal-on": {"codec": {"generation_min_batch_size": 8, "generation_max_wait_ms": 10,
+                          "generation_coalescing_policy": "idle_wait"}},
+    "coal-off": {"codec": {"generation_min_batch_size": 1, "generation_max_wait_ms": 0}},
+    "old-chunks": {"codec": {"initial_codec_chunk_frames": 5, "codec_chunk_frames": 25}},  # before 2026-12-02
+    "talker2": {"talker": {"threads": 2}},
+    # at most 512 prompt tokens per talker step (vLLM's budget; with chunked prefill off on CPU it must hold
+    # max_model_len, which 512 does for these prompts plus 100 tokens): about two prefills per step
+    "prefill512": {"talker": {"max_model_len": 512, "max_num_batched_tokens": 512}},
+    "codec2": {"codec": {"threads": 2}},
+    "fp32-codec": {"codec": {"dtype": "float32"}},
+    "bf16-codec": {"codec": {"dtype": "bfloat16"}},
+}
+FLOOR_CALIBRATION_PROMPTS = 4  # prompts run alone by the talker phase to time a prefill and a first chunk
 
 
 def demo_rows(n: int) -> list[dict]:
@@ -76,24 +102,36 @@ def demo_rows(n: int) -> list[dict]:
 
 def talker_yaml(args) -> dict:
     return {"dtype": "bfloat16", "max_num_seqs": max(args.conc), "max_new_tokens": args.tokens,
-            "max_model_len": 2048, "kv_cache_space_gb": 1.0, "threads": 1}
+            "max_model_len": 2048, "kv_cache_space_gb": 1.0}
 
 
 def write_profile(cache: Path, args, name: str) -> Path:
+    """The cpu preset plus the benchmark's capacities and the variant's settings (ENGINES[name])."""
     import yaml
 
     ckpt = cache / "checkpoint"
+    variant = ENGINES[name]
     prof = {
         "base_config": str(CPU_PROFILE),
         "model": "neutts-air", "model_path": str(ckpt / "talker"), "codec_path": str(ckpt / "codec"),
-        "talker": talker_yaml(args),
-        "codec": {"max_num_seqs": max(args.conc), "threads": 1, **COALESCING[name]},
+        "talker": {**talker_yaml(args), **variant.get("talker", {})},
+        "codec": {"max_num_seqs": max(args.conc), **variant.get("codec", {})},
     }
     if "generation_min_batch_size" in prof["codec"]:  # the coalescing target cannot exceed the codec's slots
         prof["codec"]["generation_min_batch_size"] = min(prof["codec"]["generation_min_batch_size"], max(args.conc))
-    path = cache / f"coalescing-{name}.yaml"
+    path = cache / f"engine-{name}.yaml"
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
     return path
+
+
+def first_chunk_frames(profile: Path) -> int:
+    """Talker frames a request's first audio waits for: its first chunk plus the codec's look-ahead."""
+    from omnicli.engine.chunker import stream_geometry
+    from omnicli.engine.models import neutts
+    from omnicli.profile import load_profile
+
+    cfg = stream_geometry(load_profile(str(profile)), neutts.NeuTTSAdapter.stream_geometry)
+    return (cfg.codec_chunk_ramp or [cfg.initial_codec_chunk_frames])[0] + neutts.LOOKAHEAD_FRAMES
 
 
 # -- phases (each runs in a child process: `--phase NAME`) ----------------------------------------
@@ -168,7 +206,8 @@ def phase_reference(cache: Path, args) -> dict:
 
     synth(data["prompts"][0], -1)  # warm-up (first-call allocations), not timed
     decode_cpu_s = 0.0
-    n = args.rows
+    first_chunk_s = time_first_chunk(codec, first_chunk_frames(write_profile(cache, args, "preset")))
+    n = args.reference_rows or args.rows
     tokens = decode_s = 0.0
     t0 = time.perf_counter()
     firsts = []
@@ -182,7 +221,31 @@ def phase_reference(cache: Path, args) -> dict:
     audio_s = tokens / TOKENS_PER_AUDIO_S
     return {"rows": n, "tokens": tokens, "wall_s": wall, "audio_s": audio_s, "audio_s_per_s": audio_s / wall,
             "talker_tokens_per_s": tokens / (wall - decode_s), "codec_ms_per_audio_s": 1000 * decode_s / audio_s,
-            "mean_first_audio_ms": 1000 * sum(firsts) / len(firsts), "codec_cpu_s_per_audio_s": decode_cpu_s / audio_s}
+            "mean_first_audio_ms": 1000 * sum(firsts) / len(firsts), "codec_cpu_s_per_audio_s": decode_cpu_s / audio_s,
+            "codec_first_chunk_s": first_chunk_s}
+
+
+def time_first_chunk(codec, frames: int) -> float:
+    """Seconds of a first chunk's decode alone (its window: `frames`, no look-back), on 1 thread as the
+    engine's codec stage runs; the median of 5 after a warm-up: a term of the first-audio floor."""
+    import numpy as np
+    import torch
+
+    from omnicli.engine.models import neutts
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    codes = torch.from_numpy(np.random.default_rng(0).integers(0, neutts.CODEBOOK_SIZE, (1, frames, 1)))
+    times = []
+    try:
+        with torch.no_grad():
+            for _ in range(6):
+                t0 = time.perf_counter()
+                codec.decode_frames(codes)
+                times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(times[1:])
 
 
 def tree_cpu_s() -> float:
@@ -206,7 +269,8 @@ def phase_talker(cache: Path, args) -> dict:
     from omnicli.profile import load_profile
 
     data = json.loads((cache / "prompts.json").read_text())
-    rp = load_profile(str(write_profile(cache, args, "off")))
+    profile = write_profile(cache, args, "preset")
+    rp = load_profile(str(profile))
     cfg = rp.profile.talker.model_copy(update=data["sampling"])
 
     async def run() -> dict:
@@ -224,6 +288,7 @@ def phase_talker(cache: Path, args) -> dict:
             # permitting): a talker warmed with one request alone pays for its first batch in the pass.
             warm = data["prompts"][:4]
             await asyncio.gather(*(one(f"warm-{i}", p, i) for i, p in enumerate(warm[: min(len(warm), args.conc[0])])))
+            out["calibration"] = await calibrate(tk, data["prompts"], first_chunk_frames(profile))
             for c in args.conc:
                 rows = data["prompts"][: args.rows]
                 sem = asyncio.Semaphore(c)
@@ -246,13 +311,45 @@ def phase_talker(cache: Path, args) -> dict:
     return asyncio.run(run())
 
 
+async def calibrate(tk, prompts: list[list[int]], first_frames: int) -> dict:
+    """The talker's costs alone, for the first-audio floor: each of the first prompts run by itself
+    for `first_frames` tokens: its prefill (submission to first token) per prompt token, and the
+    decode of the rest of a first chunk (first to last token)."""
+    prefill, tokens, rest = [], [], []
+    for i, prompt in enumerate(prompts[:FLOOR_CALIBRATION_PROMPTS]):
+        t0 = time.perf_counter()
+        times = []
+        async for d in tk.generate(f"calib-{i}", prompt, first_frames, 10_000 + i):
+            if d.token_ids:
+                times.append(time.perf_counter())
+        prefill.append(times[0] - t0)
+        tokens.append(len(prompt))
+        rest.append(times[-1] - times[0])
+    return {"prefill_s_per_token": sum(prefill) / sum(tokens), "first_chunk_decode_s": statistics.median(rest),
+            "first_chunk_frames": first_frames, "prefill_s": prefill, "prompt_tokens": tokens}
+
+
+def first_audio_floors(start_times: list[float], prompt_tokens: list[int], prefill_s_per_token: float,
+                       first_chunk_s: float) -> list[float]:
+    """Each request's first-audio floor on this machine: an ideal talker that runs the queued prefills
+    back to back in submission order (the ones queued ahead of a request, then its own), then this
+    request's first chunk as fast as alone (the rest of its tokens and the codec's first window), so
+    nothing else is counted. `start_times` in submission order; seconds from submission."""
+    free_at = float("-inf")  # when the ideal talker has done every prefill submitted so far
+    floors = []
+    for start, n in zip(start_times, prompt_tokens):
+        free_at = max(free_at, start) + n * prefill_s_per_token
+        floors.append(free_at - start + first_chunk_s)
+    return floors
+
+
 def phase_engine(cache: Path, args, name: str) -> dict:
     """One `omni bench` of one coalescing setting (`name`: off, on), the concurrency sweep on it."""
     profile = write_profile(cache, args, name)
     res = cache / f"engine-{name}-bench.json"
     res.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "omnicli", "bench", str(DEMO), "-n", str(args.rows), "-c", args.concurrency,
-           "--disable-shuffle", "--warmup", "4", "--max-new-tokens", str(args.tokens), "--seed", "0",
+           "--disable-shuffle", "--warmup", "4", "--max-new-tokens", str(args.tokens), "--seed", "0", "--save-detailed",
            "--profile", str(profile),
            "--result-dir", str(cache), "--result-filename", res.name, "--format", "text"]
     log = cache / f"engine-{name}-bench.log"
@@ -278,14 +375,20 @@ def phase_engine(cache: Path, args, name: str) -> dict:
             "mean_codec_batch_size": run["mean_codec_batch_size"],
             "mean_first_audio_ms": run["mean_audio_ttfp_ms"],
             "ref_hot_cold": [run.get("num_ref_hot"), run.get("num_ref_cold")],
+            "codec_chunks": stats.get("extra", {}).get("codec_chunks"),
+            # submission order: --disable-shuffle takes the rows in order, so request k has prompt k
+            "start_times": run.get("start_times"), "audio_ttfps": run.get("audio_ttfps"),
         }
     return out
 
 
-PHASES = {"build": phase_build, "prompts": phase_prompts, "reference": phase_reference,
-          "talker": phase_talker, "engine-off": lambda cache, args: phase_engine(cache, args, "off"),
-          "engine-on": lambda cache, args: phase_engine(cache, args, "on")}
-COMPARED = ("reference", "talker", "engine-off", "engine-on")  # run in alternating rounds
+PHASES = {"build": phase_build, "prompts": phase_prompts, "reference": phase_reference, "talker": phase_talker,
+          **{f"engine-{name}": (lambda cache, args, name=name: phase_engine(cache, args, name)) for name in ENGINES}}
+
+
+def compared_phases(args) -> list[str]:
+    """The phases run in alternating rounds, in their order within a round."""
+    return ["reference", "talker", *(f"engine-{name}" for name in args.engines)]
 
 
 def child_env() -> dict:
@@ -341,35 +444,60 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def floor_figures(res: dict, name: str, c: int) -> tuple[list[float], list[float]]:
+    """(each round's mean first-audio floor, each round's measured mean first audio), in ms, of one
+    engine variant at concurrency c; empty where a figure is missing (see first_audio_floors)."""
+    calib = [r["calibration"] for r in res["rounds"]["talker"] if "calibration" in r]
+    codec = series(res, "reference", "codec_first_chunk_s")
+    if not calib or not codec:
+        return [], []
+    per_token = statistics.median(x["prefill_s_per_token"] for x in calib)
+    first = statistics.median(x["first_chunk_decode_s"] for x in calib) + statistics.median(codec)
+    tokens = [len(p) for p in res["prompts"]]
+    floors, measured = [], []
+    for figures in res["rounds"][f"engine-{name}"]:
+        entry = figures.get(str(c), {})
+        starts, ttfps = entry.get("start_times"), entry.get("audio_ttfps")
+        if not starts or not ttfps or None in ttfps:
+            continue
+        order = sorted(range(len(starts)), key=lambda i: starts[i])  # already submission order; sorted to be sure
+        f = first_audio_floors([starts[i] for i in order], [tokens[i % len(tokens)] for i in order], per_token, first)
+        floors.append(1000 * statistics.fmean(f))
+        measured.append(1000 * statistics.fmean(ttfps))
+    return floors, measured
+
+
 def report(res: dict, args) -> None:
     from omnicli.benchmark.compare import PhaseRounds, ratio_summary
 
-    def phase(name: str, label: str, c: int | None = None) -> PhaseRounds:
+    def phase(name: str, label: str, c: int | None = None, key: str = "audio_s_per_s") -> PhaseRounds:
         # the load the phase's own process saw; rounds run before it recorded one: the load around its run here
         load = [f.get("load_avg", around) for f, around in zip(res["rounds"][name], res["load"][name])]
-        return PhaseRounds(label, series(res, name, "audio_s_per_s", c), load)
+        return PhaseRounds(label, series(res, name, key, c), load)
 
     def versus(a: PhaseRounds, b: PhaseRounds) -> str:
         return ratio_summary(a.values, b.values) if a.values and b.values and min(b.values) > 0 else "-"
 
+    names = list(args.engines)
     print(f"\nload average at start: {res['load_start']}; at end: {res['load_end']}")
-    print(f"rows: {args.rows} per pass; {args.tokens} talker tokens each "
-          f"({args.tokens / TOKENS_PER_AUDIO_S:.1f} s of audio at 50 tokens/s); {args.rounds} alternating round(s) "
-          f"of {', '.join(COMPARED)}\n")
+    print(f"rows: {args.rows} per pass ({args.reference_rows or args.rows} for the reference loop); {args.tokens} "
+          f"talker tokens each ({args.tokens / TOKENS_PER_AUDIO_S:.1f} s of audio at 50 tokens/s); {args.rounds} "
+          f"alternating round(s) of {', '.join(compared_phases(args))}")
+    for name in names:
+        print(f"  engine {name}: {ENGINES[name] or 'the cpu preset as shipped'}")
     ref = phase("reference", "reference loop (c=1)")
     phases = {"reference": ref}
     for c in args.conc:
         phases[f"talker {c}"] = phase("talker", f"talker only c={c}", c)
-        for name in ("off", "on"):
-            phases[f"{name} {c}"] = phase(f"engine-{name}", f"engine coal. {name} c={c}", c)
-    print("audio-s/s per phase over its rounds:")
+        for name in names:
+            phases[f"{name} {c}"] = phase(f"engine-{name}", f"engine {name} c={c}", c)
+    print("\naudio-s/s per phase over its rounds:")
     for p in phases.values():
         print("  " + (p.describe(" audio-s/s") if p.values else f"{p.name}: no completed round"))
 
-    print("\nmedians over rounds:")
-    head = (
-        f"{'run':<22}{'tok/s':>8}{'codec ms/aud-s':>16}{'audio-s/s':>11}{'1st audio ms':>14}{'x ref':>7}{'effic.':>8}"
-    )
+    print("\nmedians over rounds (1st audio: measured mean, and the mean of its floor on this machine):")
+    head = (f"{'run':<26}{'tok/s':>8}{'codec ms/aud-s':>16}{'audio-s/s':>11}{'1st audio ms':>14}{'floor ms':>10}"
+            f"{'x floor':>9}{'x ref':>7}{'effic.':>8}")
     print(head)
     print("-" * len(head))
     ref_speed = ref.median if ref.values else None
@@ -377,29 +505,39 @@ def report(res: dict, args) -> None:
     def x_ref(speed):
         return fmt(speed / ref_speed) if speed is not None and ref_speed else "-"
 
-    print(f"{ref.name:<22}{fmt(median(series(res, 'reference', 'talker_tokens_per_s')), 1):>8}"
+    print(f"{ref.name:<26}{fmt(median(series(res, 'reference', 'talker_tokens_per_s')), 1):>8}"
           f"{fmt(median(series(res, 'reference', 'codec_ms_per_audio_s')), 1):>16}{fmt(ref_speed, 3):>11}"
-          f"{fmt(median(series(res, 'reference', 'mean_first_audio_ms')), 0):>14}{'1.00':>7}{'':>8}")
+          f"{fmt(median(series(res, 'reference', 'mean_first_audio_ms')), 0):>14}{'':>10}{'':>9}{'1.00':>7}{'':>8}")
     for c in args.conc:
         t = phases[f"talker {c}"]
-        print(f"{t.name:<22}{fmt(median(series(res, 'talker', 'talker_tokens_per_s', c)), 1):>8}{'':>16}"
-              f"{fmt(median(t.values), 3):>11}{'':>14}{x_ref(median(t.values)):>7}{'':>8}")
-    for name in ("off", "on"):
+        print(f"{t.name:<26}{fmt(median(series(res, 'talker', 'talker_tokens_per_s', c)), 1):>8}{'':>16}"
+              f"{fmt(median(t.values), 3):>11}{'':>14}{'':>10}{'':>9}{x_ref(median(t.values)):>7}{'':>8}")
+    for name in names:
         for c in args.conc:
             e, t = phases[f"{name} {c}"], phases[f"talker {c}"]
             speed = median(e.values)
             eff = fmt(speed / t.median) if speed is not None and t.values else "-"
             key = f"engine-{name}"
-            print(f"{e.name:<22}{fmt(median(series(res, key, 'talker_tokens_per_s', c)), 1):>8}"
+            floors, measured = floor_figures(res, name, c)
+            ratio = fmt(median([m / f for m, f in zip(measured, floors)])) if floors else "-"
+            print(f"{e.name:<26}{fmt(median(series(res, key, 'talker_tokens_per_s', c)), 1):>8}"
                   f"{fmt(median(series(res, key, 'codec_ms_per_audio_s', c)), 1):>16}{fmt(speed, 3):>11}"
-                  f"{fmt(median(series(res, key, 'mean_first_audio_ms', c)), 0):>14}{x_ref(speed):>7}{eff:>8}")
+                  f"{fmt(median(series(res, key, 'mean_first_audio_ms', c)), 0):>14}{fmt(median(floors), 0):>10}"
+                  f"{ratio:>9}{x_ref(speed):>7}{eff:>8}")
 
     print("\nratios of medians, with their bootstrap 90% intervals:")
+    codec_ref = phase("reference", "reference codec", key="codec_ms_per_audio_s")
     for c in args.conc:
-        off, on, talk = phases[f"off {c}"], phases[f"on {c}"], phases[f"talker {c}"]
-        print(f"  c={c}: engine off / reference {versus(off, ref)}; engine on / reference {versus(on, ref)}")
-        print(f"  c={c}: engine on / off {versus(on, off)}; efficiency (engine / talker only) "
-              f"off {versus(off, talk)}, on {versus(on, talk)}")
+        talk = phases[f"talker {c}"]
+        for name in names:
+            e = phases[f"{name} {c}"]
+            codec = phase(f"engine-{name}", "codec", c, "codec_ms_per_audio_s")
+            floors, measured = floor_figures(res, name, c)
+            print(f"  c={c} {name}: engine / reference {versus(e, ref)}; efficiency (engine / talker only) "
+                  f"{versus(e, talk)}; codec ms per audio-s, engine / reference {versus(codec, codec_ref)}; "
+                  f"first audio / its floor {ratio_summary(measured, floors) if floors else '-'}")
+        for name in names[1:]:
+            print(f"  c={c}: engine {name} / {names[0]} {versus(phases[f'{name} {c}'], phases[f'{names[0]} {c}'])}")
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     codec_cpu = median(series(res, "reference", "codec_cpu_s_per_audio_s"))
@@ -412,7 +550,7 @@ def report(res: dict, args) -> None:
             continue
         ceiling = cores / (talker_cpu + codec_cpu)
         fractions = ", ".join(f"{name} {fmt(median(phases[f'{name} {c}'].values) / ceiling)}"
-                              for name in ("off", "on") if phases[f"{name} {c}"].values)
+                              for name in names if phases[f"{name} {c}"].values)
         print(f"  c={c}: talker alone {talker_cpu:.3f} CPU-s per audio-s; ceiling {ceiling:.3f} audio-s/s "
               f"(cores / (talker + codec)); engine's fraction of it: {fractions or '-'}")
     res["summary"] = {key: {"median": p.median if p.values else None, "spread": list(p.spread) if p.values else None,
@@ -438,6 +576,11 @@ def main() -> None:
     ap.add_argument(
         "--reuse", action="store_true", help="reuse the results of phases already run in CACHE (same options!)"
     )
+    ap.add_argument("--reference-rows", type=int, default=None,
+                    help="rows of the reference loop (default: --rows); it runs them one after another, so fewer "
+                         "rows give the same rate sooner")
+    ap.add_argument("--engines", default="preset,old-chunks",
+                    help=f"engine variants, comma-separated, the first is the base of the ratios: {', '.join(ENGINES)}")
     ap.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)  # with --phase: the file name of its JSON in CACHE
     args = ap.parse_args()
@@ -446,6 +589,9 @@ def main() -> None:
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
     args.conc = [int(c) for c in args.concurrency.split(",")]
+    args.engines = args.engines.split(",")
+    if unknown := [n for n in args.engines if n not in ENGINES]:
+        ap.error(f"unknown engine variant(s) {', '.join(unknown)} (known: {', '.join(ENGINES)})")
     cache = args.cache.resolve()
     cache.mkdir(parents=True, exist_ok=True)
     if args.phase:
@@ -457,9 +603,11 @@ def main() -> None:
         tmp.write_text(json.dumps(result))
         tmp.rename(cache / out)
         return
-    argv = ["--rows", str(args.rows), "--tokens", str(args.tokens),
-            "--concurrency", args.concurrency, "--timeout", str(args.timeout)]
-    res: dict = {"load_start": os.getloadavg(), "rounds": {name: [] for name in COMPARED}}
+    argv = ["--rows", str(args.rows), "--tokens", str(args.tokens), "--concurrency", args.concurrency,
+            "--timeout", str(args.timeout), *(["--reference-rows", str(args.reference_rows)] if args.reference_rows
+                                              else [])]
+    phases = compared_phases(args)
+    res: dict = {"load_start": os.getloadavg(), "rounds": {name: [] for name in phases}}
     for name in ("build", "prompts"):
         run_phase(name, cache, argv, args.timeout, args.reuse)
 
@@ -471,9 +619,10 @@ def main() -> None:
             return 0.0  # the figures are read from res["rounds"]; run_interleaved gives the order and the load
         return one_round
 
-    rounds = run_interleaved({name: compared(name) for name in COMPARED}, args.rounds)
-    res["load"] = {name: rounds[name].load for name in COMPARED}
+    rounds = run_interleaved({name: compared(name) for name in phases}, args.rounds)
+    res["load"] = {name: rounds[name].load for name in phases}
     res["load_end"] = os.getloadavg()
+    res["prompts"] = json.loads((cache / "prompts.json").read_text())["prompts"]
     report(res, args)
     (cache / "results.json").write_text(json.dumps(res, indent=2) + "\n")
 

@@ -44,3 +44,91 @@ def print_decode_costs(
                 "second"
                 f" ({len(steps[0])} steps)"
             )
+
+
+def parse_geometry(spec: str) -> tuple[list[int], int]:
+    """'5/10/20+80' -> ([5, 10, 20], 80): the first chunks' sizes (the chunker's ramp), then the steady size;
+    '5+25' is a first chunk of 5 and steady chunks of 25 (the shipped profiles' geometry)."""
+    head, _, steady = spec.partition("+")
+    ramp = [int(x) for x in head.split("/") if x]
+    if not ramp or not steady:
+        raise ValueError(f"geometry {spec!r}: expected FIRST[/NEXT...]+STEADY, e.g. 5+25 or 5/10/20+80")
+    return ramp, int(steady)
+
+
+def stream_cost(codec, codes: np.ndarray, ramp: list[int], steady: int) -> tuple[float, int]:
+    """Streams every row of `codes` (B, n, K) in lockstep through one WindowedRunner with the chunker's
+    geometry (what the engine's codec stage does when B requests advance together): (seconds inside
+    `execute`, frames decoded including look-back and look-ahead re-reads)."""
+    from omnicli.engine.windowed import WindowChunker, WindowedRunner
+
+    batch = len(codes)
+    runner = WindowedRunner(codec, batch, max_chunk_frames=max(*ramp, steady))
+    chunkers = [WindowChunker(codec.num_codebooks, ramp[0], steady, ramp, lookahead=codec.lookahead)
+                for _ in range(batch)]
+    steps = [ch.feed(c) for ch, c in zip(chunkers, codes)]
+    for ch, st in zip(chunkers, steps):
+        if len(rest := ch.flush()):
+            st.append(rest)
+    took, decoded, done = 0.0, 0, 0
+    with torch.no_grad():
+        for i in range(len(steps[0])):
+            last = i == len(steps[0]) - 1
+            chunks = [st[i] for st in steps]
+            window = min(codec.lookback, done) + len(chunks[0])  # frames each row's window decodes
+            t0 = time.perf_counter()
+            runner.execute(list(range(batch)), chunks, last=[last] * batch)
+            took += time.perf_counter() - t0
+            decoded += batch * window
+            done += len(chunks[0]) - (0 if last else codec.lookahead)
+    return took, decoded
+
+
+def compare_geometries(codec, header: str, *, codebook_size: int, frames: int, batch: int, geometries: list[str],
+                       rounds: int) -> None:
+    """Codec ms per audio second of a full-sequence decode (one request at a time, as the reference loop
+    decodes) and of each streaming geometry, in alternating rounds (omnicli/benchmark/compare.py), with
+    each geometry's ratio to the full decode and to the first geometry (bootstrap 90% intervals)."""
+    import os
+
+    from omnicli.benchmark.compare import ratio_summary, run_interleaved
+
+    audio_s = frames * codec.hop / codec.sample_rate
+    rng = np.random.default_rng(0)
+    reread: dict[str, float] = {}
+
+    def full() -> float:
+        codes = rng.integers(0, codebook_size, (batch, frames, codec.num_codebooks))
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for row in codes:
+                codec.decode_frames(torch.from_numpy(row[None]))
+        return 1000 * (time.perf_counter() - t0) / (batch * audio_s)
+
+    def streamed(spec: str):
+        ramp, steady = parse_geometry(spec)
+
+        def one() -> float:
+            codes = rng.integers(0, codebook_size, (batch, frames, codec.num_codebooks))
+            took, decoded = stream_cost(codec, codes, ramp, steady)
+            reread[spec] = decoded / (batch * frames)
+            return 1000 * took / (batch * audio_s)
+        return one
+
+    phases = {"full decode, 1 row at a time": full, **{f"stream {g}": streamed(g) for g in geometries}}
+    for run in phases.values():  # warm-up: first-call allocations, not timed
+        run()
+    print(f"{header}; {batch} requests in lockstep, {frames} frames ({audio_s:.2f} s) each, {rounds} alternating "
+          f"rounds; load average {os.getloadavg()[0]:.1f} at start")
+    res = run_interleaved(phases, rounds)
+    ref = res["full decode, 1 row at a time"]
+    first = res[f"stream {geometries[0]}"]
+    for name, p in res.items():
+        extra = ""
+        if name.startswith("stream "):
+            spec = name.removeprefix("stream ")
+            extra = f"; frames decoded per frame {reread[spec]:.2f}; vs full {ratio_summary(p.values, ref.values)}"
+            if spec != geometries[0]:
+                extra += f"; vs {geometries[0]} {ratio_summary(p.values, first.values)}"
+        print("  " + p.describe(" ms per audio-s", digits=1) + extra)
+    print(f"load average at end {os.getloadavg()[0]:.1f}")

@@ -301,8 +301,76 @@ def test_first_and_terminal_chunks_share_the_bounded_window():
     plan = s.schedule(1.004)
     assert plan.wait_s == pytest.approx(0.006)
     plan = s.schedule(1.010)
-    assert ids(plan) == ["r0", "r1"]
+    assert ids(plan) == ["r0", "r1"]  # the batch the window waited for runs whole (rows in arrival order)
     assert [r.chunk.is_last for r in plan.rows] == [True, False]
+
+
+def test_without_first_chunk_priority_first_and_steady_chunks_share_a_step_in_arrival_order():
+    s = CodecScheduler(num_slots=3, budget_frames=100, first_chunk_priority=False)
+    for rid in ("old", "new"):
+        s.open(rid)
+    s.add_chunk(chunk("old", 5, t=0.0))
+    run_all(s, s.schedule(0.0))
+    s.add_chunk(chunk("old", 25, t=1.0))
+    s.add_chunk(chunk("new", 5, t=1.1))
+    assert ids(s.schedule(1.2)) == ["old", "new"]
+
+
+# -- first-chunk priority -------------------------------------------------------------
+
+
+def started(s: CodecScheduler, rid: str, t: float) -> None:
+    """`rid` has run its first chunk (it holds a slot)."""
+    s.open(rid)
+    s.add_chunk(chunk(rid, 5, t=t))
+    plan = s.schedule(t)
+    assert ids(plan) == [rid]
+    run_all(s, plan)
+
+
+def test_a_first_chunk_runs_ahead_of_older_steady_chunks_in_a_step_of_its_own():
+    s = CodecScheduler(num_slots=4, budget_frames=1000)
+    started(s, "a", 0.0)
+    started(s, "b", 0.0)
+    s.add_chunk(chunk("a", 25, t=1.0))
+    s.add_chunk(chunk("b", 25, t=1.0))
+    s.open("new")
+    s.add_chunk(chunk("new", 5, t=1.5))  # arrived last: the old policy runs it behind a and b, in their step
+    plan = s.schedule(2.0)
+    assert ids(plan) == ["new"]
+    run_all(s, plan)
+    assert ids(s.schedule(2.1)) == ["a", "b"]
+
+
+def test_first_chunks_go_first_under_the_budget():
+    s = CodecScheduler(num_slots=4, budget_frames=30)
+    started(s, "a", 0.0)
+    s.open("n1")
+    s.open("n2")
+    s.add_chunk(chunk("a", 25, t=1.0))
+    s.add_chunk(chunk("n1", 5, t=1.2))
+    s.add_chunk(chunk("n2", 5, t=1.3))
+    assert ids(s.schedule(2.0)) == ["n1", "n2"]  # oldest first would fill the budget with a (25) + n1 (5)
+
+
+def test_steady_chunks_are_passed_over_by_at_most_one_step_in_a_row():
+    s = CodecScheduler(num_slots=8, budget_frames=1000)
+    started(s, "a", 0.0)
+    s.add_chunk(chunk("a", 25, t=1.0))
+    s.open("n1")
+    s.add_chunk(chunk("n1", 5, t=1.1))
+    plan = s.schedule(1.2)
+    assert ids(plan) == ["n1"]
+    run_all(s, plan)
+    s.open("n2")
+    s.add_chunk(chunk("n2", 5, t=1.3))  # another first chunk arrives before a's turn
+    plan = s.schedule(1.4)
+    assert ids(plan) == ["a", "n2"]  # a is not passed over twice: it runs now, beside the first chunk
+    run_all(s, plan)
+    s.add_chunk(chunk("a", 25, t=2.0))
+    s.open("n3")
+    s.add_chunk(chunk("n3", 5, t=2.1))
+    assert ids(s.schedule(2.2)) == ["n3"]  # a new pass: the first chunk goes alone again
 
 
 def test_a_new_request_counts_toward_the_target_only_while_a_slot_is_free():

@@ -6,6 +6,12 @@ first sizes (its first entry overrides the initial size). Each request has
 its own Chunker, so requests advance through the ramp independently. At the
 end, `flush` returns the final partial chunk, or an empty array: the bare
 terminal message, which carries no codes.
+
+A family may have its own sizes (`ModelAdapter.stream_geometry`: NeuTTS
+Air's windowed codec re-decodes 56 context frames per chunk, so it wants
+few, long chunks): `stream_geometry` applies them when the profile sets
+none of the three geometry keys (no file and no --set names them); a
+profile that sets any of them gets exactly what it says.
 """
 
 from __future__ import annotations
@@ -16,7 +22,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from omnicli.profile import ResolvedProfile
     from omnicli.profile.schema import CodecStageConfig
+
+GEOMETRY_KEYS = ("initial_codec_chunk_frames", "codec_chunk_frames", "codec_chunk_ramp")
+
+
+def stream_geometry(resolved: ResolvedProfile, family: tuple[tuple[int, ...], int] | None) -> CodecStageConfig:
+    """The codec section with the family's chunk sizes (first chunks, steady size) where the profile chose none."""
+    cfg = resolved.profile.codec
+    chosen = any(resolved.origins.get(f"codec.{k}", "default") != "default" for k in GEOMETRY_KEYS)
+    if family is None or chosen:
+        return cfg
+    ramp, steady = family
+    return cfg.model_copy(update={"initial_codec_chunk_frames": ramp[0], "codec_chunk_frames": steady,
+                                  "codec_chunk_ramp": list(ramp)})
+
+
+def describe_geometry(cfg: CodecStageConfig) -> str:
+    """'5/10/20+80': the first chunks' sizes, then the steady size."""
+    first = cfg.codec_chunk_ramp or [cfg.initial_codec_chunk_frames]
+    return "/".join(str(n) for n in first) + f"+{cfg.codec_chunk_frames}"
 
 
 class Chunker:

@@ -23,6 +23,15 @@ no threads and no tensors, so every rule is unit-testable:
   requests count: more chunks of a ready request (duplicates), chunks of
   ended requests (stale) and bare terminal messages (finished, retired at
   once without compute) do not.
+- First-chunk priority (on unless turned off): a request's first chunk is
+  what its first audio waits for, so the budget takes first chunks ahead
+  of the chunks of started requests (the plan's rows stay in arrival
+  order). Without coalescing, a step that takes first chunks also takes no
+  steady chunk: it is small (a first chunk is short and has no look-back)
+  and delivers at once instead of after a whole batch of steady windows.
+  Steady chunks are passed over by at most one such step in a row (the
+  next step takes them, behind any first chunks), so nothing starves. With
+  coalescing on, the batch a window waited for runs whole.
 """
 
 from __future__ import annotations
@@ -92,8 +101,13 @@ class _Request:
 class CodecScheduler:
     """Takes settings the profile schema has validated (`CodecStageConfig`); it does not re-check them."""
 
-    def __init__(self, num_slots: int, budget_frames: int, min_batch: int = 1, max_wait_ms: float = 0.0):
+    def __init__(
+        self, num_slots: int, budget_frames: int, min_batch: int = 1, max_wait_ms: float = 0.0, *,
+        first_chunk_priority: bool = True,
+    ):
         self.num_slots = num_slots
+        self.first_chunk_priority = first_chunk_priority
+        self._passed_over = False  # the last step took first chunks only and left steady chunks waiting
         self.budget = budget_frames
         self.min_batch = min_batch
         self.max_wait_s = max_wait_ms / 1000.0
@@ -173,7 +187,7 @@ class CodecScheduler:
                 return plan
         self._close_window(now)
         left = self.budget
-        for req in runnable:
+        for req in self._prioritized(runnable, split=self.max_wait_s == 0 or self.min_batch <= 1):
             chunk = req.ready[0]
             if chunk.frames > left:
                 continue  # waits intact, keeping its place, for a later step
@@ -184,7 +198,21 @@ class CodecScheduler:
             req.ending = chunk.is_last
             left -= chunk.frames
             plan.rows.append(Row(req.request_id, req.slot, chunk))
+        plan.rows.sort(key=lambda r: r.chunk.arrival)  # stable: equal arrivals keep the order they were taken in
         return plan
+
+    def _prioritized(self, runnable: list[_Request], *, split: bool) -> list[_Request]:
+        """The step's candidates in the order the budget takes them (see first-chunk priority);
+        `split`: a step with first chunks may leave the steady ones for the next step."""
+        if not self.first_chunk_priority:
+            return runnable
+        first = [r for r in runnable if r.slot is None]  # no slot yet: its head is its first chunk
+        steady = [r for r in runnable if r.slot is not None]
+        if split and first and steady and not self._passed_over:
+            self._passed_over = True
+            return first
+        self._passed_over = False
+        return first + steady
 
     def _retire(self) -> list[Retired]:
         """Ends requests whose head needs no compute: bare terminals and oversized chunks."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from omnicli.engine.chunker import Chunker
+from omnicli.engine.chunker import Chunker, describe_geometry, stream_geometry
 from omnicli.engine.codec_runner import CodecRunner
 from omnicli.engine.codec_scheduler import CodecScheduler
 from omnicli.engine.codec_stage import CodecStage
@@ -148,6 +148,7 @@ class Engine:
         self.model_name = adapter.name
         self.device = resolved.platform
         self.startup_seconds = 0.0
+        self.codec_cfg = stream_geometry(resolved, adapter.stream_geometry)  # the chunk sizes this engine uses
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
@@ -171,6 +172,7 @@ class Engine:
                 profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
                 codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
+            cfg = stream_geometry(resolved, adapter.stream_geometry)
             # The largest chunk a request's Chunker emits (look-ahead frames not included: a windowed runner adds them).
             max_chunk = Chunker.from_config(adapter.num_codebooks, cfg).max_chunk_frames
             runner = _codec_runner(adapter, cfg, max_chunk, device)
@@ -304,7 +306,7 @@ class Engine:
     async def _pump(self, rid: str, prompt: list[int], max_tokens: int, seed: int | None, info: RequestInfo) -> None:
         """Talker tokens -> whole frames -> chunks -> codec stage."""
         k = self.adapter.num_codebooks
-        chunker = _chunker(self.adapter, self.profile.codec)
+        chunker = _chunker(self.adapter, self.codec_cfg)
         by_stop_token = bool(self.adapter.stop_token_ids())
         pending: list[int] = []
         finish: str | None = None
@@ -414,5 +416,6 @@ class Engine:
             ref_hot=self.refs.hot,
             ref_cold=self.refs.cold,
             # Windowed codecs have no rings: the setting means nothing there.
-            extra={"codec_ring_headroom": None if self.adapter.windowed else self.profile.codec.codec_ring_headroom},
+            extra={"codec_ring_headroom": None if self.adapter.windowed else self.profile.codec.codec_ring_headroom,
+                   "codec_chunks": describe_geometry(self.codec_cfg)},
         )

@@ -34,6 +34,9 @@ class ModelAdapter(ABC):
     uses_voice: bool = False  # True: a request's named `voice` goes into the prompt
     ref_sample_rate: int | None = None  # rate the reference encoder takes; None: sample_rate
     max_ref_samples: int  # longest reference audio the encoder takes (set by each adapter)
+    # The family's own codec chunk sizes (first chunks, steady size), used when the profile sets none of
+    # the geometry keys (omnicli.engine.chunker.stream_geometry); None: the schema's defaults.
+    stream_geometry: tuple[tuple[int, ...], int] | None = None
 
     @abstractmethod
     def build_prompt(

@@ -58,6 +58,11 @@ LANGUAGE = "en-us"  # the reference package's language for neuphonic/neutts-air
 # context is 2048 tokens, prompt included.
 SAMPLING = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
 CHUNK_FRAMES, LOOKBACK_FRAMES, LOOKAHEAD_FRAMES, OVERLAP_FRAMES = 25, 51, 5, 2  # see the module docstring
+# The engine's chunk sizes for this family (first chunks, then the steady size), used where the profile sets
+# none (omnicli.engine.chunker.stream_geometry). Every chunk re-decodes up to 51 + 5 context frames, so the
+# reference's 25-frame chunks decode 3.2 frames per frame of audio; a short first chunk keeps first audio
+# early and long later chunks re-read less (measured: docs/engine.md, "NeuTTS Air's chunk geometry").
+STREAM_GEOMETRY: tuple[tuple[int, ...], int] = ((5, 20, 75), 100)
 MAX_TEXT_BYTES = 1000
 MAX_REF_SECONDS = 15.0
 
@@ -177,6 +182,7 @@ class NeuTTSAdapter(ModelAdapter):
     num_codebooks = 1
     max_text_bytes = MAX_TEXT_BYTES
     uses_reference = True
+    stream_geometry = STREAM_GEOMETRY
     codec: NeuCodecCodec
 
     def __init__(
