@@ -253,9 +253,9 @@ def check_stream_vs_full(s: Setup) -> list[Check]:
     )
     figure = (f"max abs diff {diff:.4f} ({diff / peak:.1%} of peak) over the first {n // hop} frames;"
               f" boundary step {js:.4f} vs {jf:.4f} in full decode")
-    # The engine's default profile starts with a 5-frame chunk (lower first-audio latency, less context): reported.
+    # The engine starts with a 5-frame chunk (family geometry and profile default: lower first-audio latency): reported.
     short = max_abs(stream_decode(s.codec, s.codes, [5, neutts.CHUNK_FRAMES])[:n], full[:n])
-    note = f"with a first chunk of 5 frames (the default profile): {short:.4f} ({short / peak:.1%} of peak)"
+    note = f"with a first chunk of 5 frames (the engine's first chunk): {short:.4f} ({short / peak:.1%} of peak)"
     name = f"streaming (chunks {sizes}) vs full decode"
     if s.reference_stream is None:
         return [Check(name, "skipped", figure, MISSING + " (it sets the bound); " + note)]
