@@ -288,7 +288,7 @@ def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys
     from types import SimpleNamespace
 
     script = load_script("bench_neutts")
-    args = SimpleNamespace(rows=2, tokens=50, conc=[2], rounds=3)
+    args = SimpleNamespace(rows=2, tokens=50, conc=[2], rounds=3, engines=["coal-off", "coal-on"], reference_rows=None)
 
     def engine(speed):
         return {
@@ -303,7 +303,7 @@ def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys
     res = {
         "load_start": (1.0, 1.0, 1.0),
         "load_end": (2.0, 2.0, 2.0),
-        "load": {name: [1.0, 2.0, 3.0] for name in script.COMPARED},
+        "load": {name: [1.0, 2.0, 3.0] for name in script.compared_phases(args)},
         "rounds": {
             "reference": [
                 {
@@ -319,19 +319,19 @@ def test_bench_neutts_report_prints_ratios_with_intervals_and_the_ceiling(capsys
                 {"2": {"audio_s_per_s": v, "talker_tokens_per_s": 30.0, "talker_cpu_s_per_audio_s": 1.5}}
                 for v in (0.6, 0.62, 0.58)
             ],
-            "engine-off": [engine(v) for v in (0.4, 0.42, 0.38)],
-            "engine-on": [engine(v) for v in (0.41, 0.39, 0.43)],
+            "engine-coal-off": [engine(v) for v in (0.4, 0.42, 0.38)],
+            "engine-coal-on": [engine(v) for v in (0.41, 0.39, 0.43)],
         },
     }
     script.report(res, args)
     out = capsys.readouterr().out
     assert "reference loop (c=1): median 0.100 audio-s/s (min 0.090, max 0.110, 3 rounds, load 2.0)" in out
-    assert "engine off / reference 4.00x (90% interval" in out
-    assert "engine on / off no difference measured (1.02x" in out
+    assert "c=2 coal-off: engine / reference 4.00x (90% interval" in out
+    assert "c=2: engine coal-on / coal-off no difference measured (1.02x" in out
     # ceiling on N cores: N / (1.5 + 0.5) audio-s/s; the engine's fraction is its median over that
     cores = len(__import__("os").sched_getaffinity(0))
     assert (
         f"ceiling {cores / 2.0:.3f} audio-s/s" in out
-        and f"off {0.4 / (cores / 2.0):.2f}, on {0.41 / (cores / 2.0):.2f}" in out
+        and f"coal-off {0.4 / (cores / 2.0):.2f}, coal-on {0.41 / (cores / 2.0):.2f}" in out
     )
-    assert res["summary"]["off 2"]["median"] == 0.4
+    assert res["summary"]["coal-off 2"]["median"] == 0.4
