@@ -184,24 +184,17 @@ def bench_neucodec_geometry(args) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from windowed_codec_timing import compare_geometries
+    from windowed_codec_timing import compare_geometries, random_neucodec
 
     from omnicli.engine.models import neutts
     from omnicli.engine.models.neucodec_codec import NeuCodecCodec, load_neucodec
 
     if args.codec_path:
         model, _ = load_neucodec(Path(args.codec_path), dtype=args.dtype)
+        codec = NeuCodecCodec(model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
+                              overlap=neutts.OVERLAP_FRAMES)
     else:
-        from transformers import NeuCodecConfig, NeuCodecModel
-
-        torch.manual_seed(0)
-        cfg = NeuCodecConfig()
-        cfg.semantic_model_config.num_hidden_layers = 1  # not timed: the decoder keeps its published size
-        model = NeuCodecModel(cfg).eval()
-        neutts._randomize(model)
-        model = model.to(getattr(torch, args.dtype))
-    codec = NeuCodecCodec(model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES,
-                          overlap=neutts.OVERLAP_FRAMES)
+        codec = random_neucodec(args.dtype)
     header = f"\n[neucodec-geometry] NeuCodec decoder, {args.dtype}, {torch.get_num_threads()} thread(s)"
     compare_geometries(codec, header, codebook_size=neutts.CODEBOOK_SIZE, frames=args.frames, batch=args.geo_batch,
                        geometries=args.geometries.split(","), rounds=args.rounds)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from windowed_codec_timing import print_decode_costs
+from windowed_codec_timing import print_decode_costs, random_neucodec
 
 
 def main() -> None:
@@ -27,20 +27,10 @@ def main() -> None:
     ap.add_argument("--chunks", default="25")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from transformers import NeuCodecConfig, NeuCodecModel
-
     from omnicli.engine.models import neutts
-    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
 
-    torch.manual_seed(0)
-    cfg = NeuCodecConfig()
-    cfg.semantic_model_config.num_hidden_layers = 1  # not timed: the decoder keeps its published size
-    model = NeuCodecModel(cfg).eval()
-    neutts._randomize(model)
-    model = model.to(getattr(torch, args.dtype))
-    codec = NeuCodecCodec(
-        model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES, overlap=neutts.OVERLAP_FRAMES
-    )
+    codec = random_neucodec(args.dtype)
+    model = codec.model
     params = sum(p.numel() for p in model.acoustic_decoder.parameters()) / 1e6
     header = f"NeuCodec decoder {params:.1f} M parameters, {args.dtype}, {args.threads} threads"
     print_decode_costs(

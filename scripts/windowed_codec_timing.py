@@ -132,3 +132,22 @@ def compare_geometries(codec, header: str, *, codebook_size: int, frames: int, b
                 extra += f"; vs {geometries[0]} {ratio_summary(p.values, first.values)}"
         print("  " + p.describe(" ms per audio-s", digits=1) + extra)
     print(f"load average at end {os.getloadavg()[0]:.1f}")
+
+
+def random_neucodec(dtype: str):
+    """A NeuCodec at its published decoder size with seeded random weights (semantic encoder cut to one layer: it
+    is not timed), wrapped as the engine's windowed codec with the family's window constants."""
+    from transformers import NeuCodecConfig, NeuCodecModel
+
+    from omnicli.engine.models import neutts
+    from omnicli.engine.models.neucodec_codec import NeuCodecCodec
+
+    torch.manual_seed(0)
+    cfg = NeuCodecConfig()
+    cfg.semantic_model_config.num_hidden_layers = 1
+    model = NeuCodecModel(cfg).eval()
+    neutts._randomize(model)
+    model = model.to(getattr(torch, dtype))
+    return NeuCodecCodec(
+        model, None, lookback=neutts.LOOKBACK_FRAMES, lookahead=neutts.LOOKAHEAD_FRAMES, overlap=neutts.OVERLAP_FRAMES
+    )
