@@ -126,7 +126,7 @@ def _check_talker_fits(folder: Path, talker_cfg: TalkerConfig, platform: str) ->
 class Engine:
     def __init__(
         self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
-        pool: ThreadPoolExecutor, outputs: OutputRouter,
+        pool: ThreadPoolExecutor, outputs: OutputRouter, codec_cfg: CodecStageConfig,
     ) -> None:
         self.resolved = resolved
         self.profile = resolved.profile
@@ -148,7 +148,7 @@ class Engine:
         self.model_name = adapter.name
         self.device = resolved.platform
         self.startup_seconds = 0.0
-        self.codec_cfg = stream_geometry(resolved, adapter.stream_geometry)  # the chunk sizes this engine uses
+        self.codec_cfg = codec_cfg  # the codec section with the chunk sizes this engine uses (stream_geometry)
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
@@ -192,7 +192,7 @@ class Engine:
                 seed=profile.seed,
                 stop_token_ids=adapter.stop_token_ids(),
             )
-            engine = cls(resolved, adapter, talker, codec, refs, pool, outputs)
+            engine = cls(resolved, adapter, talker, codec, refs, pool, outputs, cfg)
             codec.start()
             engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
         except BaseException as exc:
