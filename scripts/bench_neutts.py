@@ -83,6 +83,11 @@ ENGINES: dict[str, dict[str, dict]] = {
     # at most 512 prompt tokens per talker step (vLLM's budget; with chunked prefill off on CPU it must hold
     # max_model_len, which 512 does for these prompts plus 100 tokens): about two prefills per step
     "prefill512": {"talker": {"max_model_len": 512, "max_num_batched_tokens": 512}},
+    # the talker's prefill gate (omnicli/engine/prefill_gate.py) at 512 prompt tokens awaiting prefill, vLLM's
+    # step budget left at max_model_len (the cpu preset since 2026-12-02), and with no gate (the preset before):
+    # a budget equal to the benchmark's max_model_len (talker_yaml) gates nothing
+    "admit512": {"talker": {"max_num_batched_tokens": 512}},
+    "no-gate": {"talker": {"max_num_batched_tokens": 2048}},
     "codec2": {"codec": {"threads": 2}},
     "fp32-codec": {"codec": {"dtype": "float32"}},
     "bf16-codec": {"codec": {"dtype": "bfloat16"}},

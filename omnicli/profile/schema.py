@@ -38,7 +38,11 @@ class TalkerConfig(BaseModel):
         "auto", description="Talker weight/activation dtype ('auto': vLLM picks per platform)."
     )
     max_num_seqs: int = Field(64, ge=1, description="Most sequences vLLM schedules at once.")
-    max_num_batched_tokens: int = Field(8192, ge=1, description="Token budget of one vLLM scheduler step.")
+    max_num_batched_tokens: int = Field(
+        8192, ge=1,
+        description="Token budget of one vLLM scheduler step (on CPU, below max_model_len: the engine's prefill gate, "
+                    "prompt tokens awaiting prefill at once).",
+    )
     max_model_len: int = Field(4096, ge=64, description="Context length: prompt plus generated tokens.")
     max_new_tokens: int = Field(2048, ge=1, description="Default cap on generated talker tokens per request.")
     kv_cache_space_gb: float = Field(
