@@ -14,6 +14,14 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+def _request(gate: PrefillGate, admitted: list[str], name: str, tokens: int) -> asyncio.Task:
+    """A request waiting at the gate; its name is appended to `admitted` once it is let in."""
+    async def run() -> None:
+        await gate.acquire(tokens)
+        admitted.append(name)
+    return asyncio.create_task(run())
+
+
 def test_budget_applies_only_where_vllm_cannot_bound_the_step():
     assert prefill_budget(512, 4096, chunked_prefill=False) == 512
     assert prefill_budget(4096, 4096, chunked_prefill=False) is None  # vLLM's own step budget already holds it
@@ -30,12 +38,7 @@ def test_prompts_wait_while_the_tokens_awaiting_prefill_exceed_the_budget():
     async def run() -> None:
         gate = PrefillGate(500)
         admitted: list[str] = []
-
-        async def request(name: str, tokens: int) -> None:
-            await gate.acquire(tokens)
-            admitted.append(name)
-
-        tasks = [asyncio.create_task(request(n, 300)) for n in ("a", "b", "c")]
+        tasks = [_request(gate, admitted, n, 300) for n in ("a", "b", "c")]
         await _settle()
         assert admitted == ["a"] and gate.waiting == 300 and gate.queued == 2  # 300 + 300 > 500
         gate.release(300)  # a's first token
@@ -53,16 +56,11 @@ def test_admission_keeps_submission_order_even_when_a_later_prompt_would_fit():
     async def run() -> None:
         gate = PrefillGate(500)
         admitted: list[str] = []
-
-        async def request(name: str, tokens: int) -> None:
-            await gate.acquire(tokens)
-            admitted.append(name)
-
-        first = asyncio.create_task(request("a", 400))
+        first = _request(gate, admitted, "a", 400)
         await _settle()
-        big = asyncio.create_task(request("big", 300))  # 400 + 300 > 500: waits
+        big = _request(gate, admitted, "big", 300)  # 400 + 300 > 500: waits
         await _settle()
-        small = asyncio.create_task(request("small", 50))  # 400 + 50 fits, but "big" came first
+        small = _request(gate, admitted, "small", 50)  # 400 + 50 fits, but "big" came first
         await _settle()
         assert admitted == ["a"]
         gate.release(400)
