@@ -87,6 +87,7 @@ ENGINES: dict[str, dict[str, dict]] = {
     # step budget left at max_model_len (the cpu preset since 2026-12-02), and with no gate (the preset before):
     # a budget equal to the benchmark's max_model_len (talker_yaml) gates nothing
     "admit512": {"talker": {"max_num_batched_tokens": 512}},
+    "admit1024": {"talker": {"max_num_batched_tokens": 1024}},
     "no-gate": {"talker": {"max_num_batched_tokens": 2048}},
     "codec2": {"codec": {"threads": 2}},
     "fp32-codec": {"codec": {"dtype": "float32"}},
