@@ -580,7 +580,9 @@ def main() -> None:
     )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase")
     ap.add_argument(
-        "--reuse", action="store_true", help="reuse the results of phases already run in CACHE (same options!)"
+        "--reuse", action="store_true",
+        help="reuse the results of phases already run in CACHE (same options!); ratios between a reused phase and "
+             "one run now are not interleaved, and the machine drifts between runs (docs/models.md)"
     )
     ap.add_argument("--reference-rows", type=int, default=None,
                     help="rows of the reference loop (default: --rows); it runs them one after another, so fewer "
