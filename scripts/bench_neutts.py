@@ -83,9 +83,10 @@ ENGINES: dict[str, dict[str, dict]] = {
     # at most 512 prompt tokens per talker step (vLLM's budget; with chunked prefill off on CPU it must hold
     # max_model_len, which 512 does for these prompts plus 100 tokens): about two prefills per step
     "prefill512": {"talker": {"max_model_len": 512, "max_num_batched_tokens": 512}},
-    # the talker's prefill gate (omnicli/engine/prefill_gate.py) at 512 prompt tokens awaiting prefill, vLLM's
-    # step budget left at max_model_len (the cpu preset since 2026-12-02), and with no gate (the preset before):
-    # a budget equal to the benchmark's max_model_len (talker_yaml) gates nothing
+    # the talker's prefill gate (omnicli/engine/prefill_gate.py) at 512 / 1024 prompt tokens awaiting prefill,
+    # vLLM's step budget left at max_model_len; and no gate: a budget equal to the benchmark's max_model_len
+    # (talker_yaml) gates nothing (what run 1 of 2026-12-02 measured as "preset"; the cpu preset's 4096 gates
+    # nothing either, and gives vLLM a 4096-token step here)
     "admit512": {"talker": {"max_num_batched_tokens": 512}},
     "admit1024": {"talker": {"max_num_batched_tokens": 1024}},
     "no-gate": {"talker": {"max_num_batched_tokens": 2048}},
