@@ -28,7 +28,7 @@ from omnicli.errors import UsageError
 from omnicli.lazy import load_ref, module_exists
 
 if TYPE_CHECKING:
-    from omnicli.engine.models.checkpoints import CheckpointSpec
+    from omnicli.checkpoints import CheckpointSpec
     from omnicli.parity.checks import Check
 
 # Modules whose import registers families; a missing optional one is skipped.
@@ -134,7 +134,7 @@ def check_checkpoints(name: str, model_path: str | None, codec_path: str | None,
     specs = family.checkpoint_specs()
     if not specs:
         return
-    from omnicli.engine.models.checkpoints import CheckpointMissing, locate
+    from omnicli.checkpoints import CheckpointMissing, locate
     from omnicli.model_files import check_model_folder
 
     problems = []
@@ -165,7 +165,7 @@ def family_status(name: str, model_path: str | None = None, codec_path: str | No
     parts = []
     specs = family.checkpoint_specs()
     if specs:
-        from omnicli.engine.models.checkpoints import status
+        from omnicli.checkpoints import status
 
         for spec in specs:
             value = model_path if spec.profile_key == "model_path" else codec_path

@@ -34,9 +34,9 @@ import numpy as np
 from omnicli.audio import write_wav_atomic
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.scaleout.shard import ShardSpec, select_shard
 from omnicli.synth.plan import RESULTS, input_digest
 from omnicli.synth.results import Status, SynthResult
+from omnicli.synth.shard import ShardSpec, select_shard
 from omnicli.synth.summary import build_synth_summary, write_summary
 
 SR = 24_000

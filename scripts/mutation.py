@@ -50,7 +50,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "atomic": ("omnicli/atomic.py", ["tests/test_atomic.py", "tests/test_shard.py"]),
     "profile_loader": ("omnicli/profile/loader.py", ["tests/test_profiles.py", "tests/test_profile_loader_edges.py"]),
-    "shard": ("omnicli/scaleout/shard.py", ["tests/test_shard.py"]),
+    "shard": ("omnicli/synth/shard.py", ["tests/test_shard.py"]),
 }
 
 # Surviving mutants that do not change behaviour: mutant name -> why. They are left out
@@ -64,10 +64,10 @@ EQUIVALENT: dict[str, str] = {
     ),
     "omnicli.engine.codec_scheduler.xǁCodecSchedulerǁcomplete__mutmut_5": "in_flight None is as false as False (only tested for truth)",
     "omnicli.driver.records.x_audio_underrun__mutmut_14": "t >= cursor for t > cursor: at t == cursor both add a zero gap and move the cursor to cursor + d",
-    "omnicli.scaleout.shard.x_shard_of__mutmut_5": "'UTF-8' and 'utf-8' name the same codec",
-    "omnicli.scaleout.shard.x_shard_of__mutmut_10": "int.from_bytes is big-endian by default since Python 3.11",
-    "omnicli.scaleout.shard.x_recorded_shard__mutmut_6": "'UTF-8' and 'utf-8' name the same codec",
-    "omnicli.scaleout.shard.xǁShardSpecǁparse__mutmut_3": (
+    "omnicli.synth.shard.x_shard_of__mutmut_5": "'UTF-8' and 'utf-8' name the same codec",
+    "omnicli.synth.shard.x_shard_of__mutmut_10": "int.from_bytes is big-endian by default since Python 3.11",
+    "omnicli.synth.shard.x_recorded_shard__mutmut_6": "'UTF-8' and 'utf-8' name the same codec",
+    "omnicli.synth.shard.xǁShardSpecǁparse__mutmut_3": (
         "rpartition for partition: they differ only with two slashes, and then either side is not a whole number: "
         "the same error"
     ),

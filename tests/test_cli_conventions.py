@@ -17,6 +17,7 @@ import omnicli
 from omnicli.cli import app
 from omnicli.commands import common
 from omnicli.commands.progress import PlainProgress
+from omnicli.runtime import console as console_module
 
 runner = CliRunner()
 LONG_COMMANDS = ("synth", "bench", "eval-wer")
@@ -89,7 +90,7 @@ def test_env_prints_what_a_bug_report_needs(monkeypatch):
 
 def test_progress_without_a_terminal_is_plain_lines(monkeypatch):
     sink = io.StringIO()
-    monkeypatch.setattr(common.VERBOSITY, "quiet", False)
+    monkeypatch.setattr(console_module.VERBOSITY, "quiet", False)
     observer = common.RequestProgress(Console(file=sink, force_terminal=False), rate=True)
     assert isinstance(observer.bar, PlainProgress)
     observer.bar.interval = 0.0  # every update prints; the default is a line every few seconds
@@ -121,8 +122,8 @@ def test_progress_interval_throttles_and_quiet_disables(monkeypatch):
     assert sink.getvalue().splitlines() == [
         line for line in sink.getvalue().splitlines() if "10/10" in line
     ]  # only the last
-    monkeypatch.setattr(common.VERBOSITY, "quiet", True)
+    monkeypatch.setattr(console_module.VERBOSITY, "quiet", True)
     assert common.progress_bar(Console(file=io.StringIO())).disable
-    monkeypatch.setattr(common.VERBOSITY, "quiet", False)
+    monkeypatch.setattr(console_module.VERBOSITY, "quiet", False)
     terminal = common.progress_bar(Console(file=io.StringIO(), force_terminal=True))
     assert type(terminal) is Progress and not terminal.disable

@@ -6,8 +6,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from omnicli.checkpoints import CheckpointMissing
 from omnicli.cli import OmniGroup
-from omnicli.engine.models.checkpoints import CheckpointMissing
 from omnicli.engine.request import EngineError
 from omnicli.errors import EngineFailure, OutputError, UsageError
 from omnicli.manifest import ManifestError

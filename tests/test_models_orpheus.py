@@ -12,11 +12,11 @@ import soundfile as sf
 import torch
 from typer.testing import CliRunner
 
+from omnicli.checkpoints import CheckpointMissing, locate
 from omnicli.cli import app
 from omnicli.commands.common import EXIT_USAGE
 from omnicli.datasets import demo_manifest_path
 from omnicli.engine.models import orpheus
-from omnicli.engine.models.checkpoints import CheckpointMissing, locate
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
 from omnicli.families import check_checkpoints

@@ -19,11 +19,11 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.scaleout import shard as shard_module
-from omnicli.scaleout.shard import ShardSpec, ShardSpecError, select_shard, shard_of
 from omnicli.synth import plan as synth_plan
+from omnicli.synth import shard as shard_module
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
 from omnicli.synth.results import Status, SynthResult
+from omnicli.synth.shard import ShardSpec, ShardSpecError, select_shard, shard_of
 from omnicli.synth.summary import build_synth_summary, write_summary
 from tests.conftest import REPO, fill_up, mount_tmpfs, unmount
 
@@ -50,7 +50,7 @@ def test_the_split_is_the_same_in_another_process():
     # Python's hash() of a str changes with PYTHONHASHSEED; the split must not.
     utts = [f"seed_{i}" for i in range(200)] + ["demo_000", "ünïcode-ütt", "x" * 200]
     here = [shard_of(u, 5) for u in utts]
-    script = ("import json,sys; from omnicli.scaleout.shard import shard_of; "
+    script = ("import json,sys; from omnicli.synth.shard import shard_of; "
               "print(json.dumps([shard_of(u, 5) for u in json.load(sys.stdin)]))")
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}

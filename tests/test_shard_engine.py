@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from omnicli.engine import Engine
 from omnicli.manifest import read_manifest
-from omnicli.scaleout.shard import shard_of
+from omnicli.synth.shard import shard_of
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
 
 pytestmark = pytest.mark.engine

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import omnicli
 from omnicli.cli import app
-from omnicli.commands import common
+from omnicli.runtime import console as console_module
 from tests.conftest import omni_cli
 
 runner = CliRunner()
@@ -36,7 +36,7 @@ def test_console_does_not_wrap_a_pipe_whatever_columns_says(monkeypatch):
     monkeypatch.setenv("COLUMNS", "20")  # Rich reads it when a console is made
     path = "/" + "/".join([LONG_NAME] * 3) + "/meta.lst:7: bad row"
     pipe = io.StringIO()
-    common.CliConsole(file=pipe).print(f"[red]error:[/red] {path}")
+    console_module.CliConsole(file=pipe).print(f"[red]error:[/red] {path}")
     assert pipe.getvalue() == f"error: {path}\n"
 
 
@@ -44,7 +44,7 @@ def test_console_still_wraps_on_a_terminal(monkeypatch):
     # The exception is deliberate: on a real terminal, lines fit the window.
     monkeypatch.setenv("COLUMNS", "20")
     tty = _Terminal()
-    common.CliConsole(file=tty, color_system=None).print("word " * 20)
+    console_module.CliConsole(file=tty, color_system=None).print("word " * 20)
     assert max(len(line) for line in tty.getvalue().splitlines()) <= 20
 
 
@@ -53,18 +53,19 @@ def test_tables_keep_their_natural_width_in_a_pipe(monkeypatch):
     table = Table("name", "path")
     table.add_row("x", "/" + LONG_NAME)
     pipe = io.StringIO()
-    common.CliConsole(file=pipe).print(table)
+    console_module.CliConsole(file=pipe).print(table)
     assert any("/" + LONG_NAME in line for line in pipe.getvalue().splitlines())
     assert max(len(line) for line in pipe.getvalue().splitlines()) < len(LONG_NAME) + 20
 
 
 def test_every_console_of_the_cli_is_width_independent():
-    assert isinstance(common.console, common.CliConsole) and isinstance(common.err_console, common.CliConsole)
-    assert common.err_console.stderr and not common.console.stderr
+    cli_console = console_module.CliConsole
+    assert isinstance(console_module.console, cli_console) and isinstance(console_module.err_console, cli_console)
+    assert console_module.err_console.stderr and not console_module.console.stderr
     # A plain rich Console made anywhere else would bring COLUMNS back in.
     offenders = [
         str(path) for path in Path(omnicli.__file__).parent.rglob("*.py")
-        if re.search(r"(?<![A-Za-z_])Console\(", path.read_text(encoding="utf-8")) and path.name != "common.py"
+        if re.search(r"(?<![A-Za-z_])Console\(", path.read_text(encoding="utf-8")) and path.name != "console.py"
     ]
     assert offenders == []
 

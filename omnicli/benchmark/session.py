@@ -1,7 +1,7 @@
 """A benchmark session: for each profile, start its engines, warm them up, run every pass.
 
 The engines of a profile are an `EnginePool` (omnicli.driver.pool): one in
-this process (`LocalPool`) or N Ray actors (`omnicli.scaleout.ray_bench.RayPool`)
+this process (`LocalPool`) or N Ray actors (`omnicli.driver.ray_pool.RayPool`)
 that run each phase at the same time; the session is the same for both.
 A pool of one engine gives a `PassResult` per pass; a fleet (`per_engine`)
 an `EnginesPass` holding each engine's, merged when reported

@@ -24,20 +24,16 @@ from omnicli.commands.common import (
     EXIT_ENGINE,
     EXIT_INTERRUPTED,
     EXIT_OUTPUT_IO,
-    VERBOSITY,
-    CliConsole,
     QuietOption,
     RequestProgress,
     SetOption,
     VerboseOption,
-    err_console,
-    note,
     require_folder,
     resolve_profile,
-    set_verbosity,
 )
 from omnicli.commands.interrupts import BenchInterrupts
-from omnicli.commands.report import ReportOption, check_report_option
+from omnicli.commands.report import ReportOption, check_report_option, report_after_run
+from omnicli.runtime.console import VERBOSITY, CliConsole, err_console, note, set_verbosity
 
 
 def bench(
@@ -135,6 +131,8 @@ def bench(
         engines = None if args.ray is None else args.ray.resources.engines
         observer = ConsoleObserver(progress, interrupts, ray_engines=engines)
         outcome = run_bench(args, observer, stop)
+    if outcome.results and args.report.path is not None:  # --report: the page of the summary file just written
+        report_after_run(args.report.report_file, [args.report.path, *args.report.report_dirs])
     _exit(outcome)
 
 

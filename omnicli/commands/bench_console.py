@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from omnicli.benchmark.entrypoint import BenchRunObserver
-from omnicli.commands.common import RequestProgress, err_console, note, status
+from omnicli.commands.common import RequestProgress
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.runtime.console import err_console, note, status
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

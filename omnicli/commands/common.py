@@ -1,6 +1,7 @@
 """Options and helpers shared by every command.
 
-Chatter and progress always go to stderr (stdout keeps results):
+Chatter and progress always go to stderr (stdout keeps results), through the
+consoles of `omnicli.runtime.console`:
 - `progress_bar`: Rich's live bar on a terminal, plain lines every few
   seconds without one (`omnicli.commands.progress`), nothing with --quiet;
   `RequestProgress` is the one progress observer of the commands that drive
@@ -11,13 +12,11 @@ Chatter and progress always go to stderr (stdout keeps results):
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console, ConsoleDimensions
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -31,48 +30,12 @@ from rich.progress import (
 
 from omnicli.commands.progress import PlainProgress
 from omnicli.errors import OmniError
+from omnicli.runtime.console import VERBOSITY, err_console
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from omnicli.profile import ResolvedProfile
-
-# Width of output that is not a terminal (a file, a pipe, a test runner): wide
-# enough that no line is ever wrapped, so scripts and tests can read every line.
-NOT_A_TERMINAL_WIDTH = 100_000
-
-
-class CliConsole(Console):
-    """A Rich console that only wraps lines on a real terminal.
-
-    Rich fixes the width from COLUMNS when the console is made (at import) and
-    otherwise asks whichever standard stream is a terminal, so output piped to a
-    file would wrap error lines mid-path at a width that depends on the shell the
-    command happened to start from. Here the width is decided at each print: the
-    terminal's own width when this console writes to one, otherwise
-    NOT_A_TERMINAL_WIDTH (tables keep their natural width; text never wraps).
-    """
-
-    def _writes_to_terminal(self) -> bool:
-        isatty = getattr(self.file, "isatty", None)
-        try:
-            return bool(isatty and isatty())
-        except ValueError:  # closed stream
-            return False
-
-    @property
-    def size(self) -> ConsoleDimensions:
-        if self._writes_to_terminal():
-            return super().size
-        return ConsoleDimensions(NOT_A_TERMINAL_WIDTH, super().size.height)
-
-    @size.setter
-    def size(self, new_size: tuple[int, int]) -> None:
-        self._width, self._height = new_size
-
-
-console = CliConsole()
-err_console = CliConsole(stderr=True)
 
 # Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
 # 2 bad usage or input (typer's own), 3 the engine could not start or died,
@@ -110,42 +73,6 @@ QuietOption = Annotated[
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", "-v", help="Also print the library's INFO logs (engine start-up, ASR loading).")
 ]
-
-
-class _Verbosity:
-    quiet = False
-    verbose = False
-
-
-VERBOSITY = _Verbosity()
-
-
-def set_verbosity(quiet: bool, verbose: bool) -> None:
-    """Applies --quiet / --verbose for this command (exclusive: both is a usage error)."""
-    if quiet and verbose:
-        err_console.print("[red]error:[/red] --quiet and --verbose exclude each other")
-        raise typer.Exit(EXIT_USAGE)
-    VERBOSITY.quiet, VERBOSITY.verbose = quiet, verbose
-    level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
-    logging.getLogger("omnicli").setLevel(level)
-
-
-def note(message: str) -> None:
-    """A status line on stderr (engine ready, resuming, ...); silent with --quiet."""
-    if not VERBOSITY.quiet:
-        err_console.print(message, highlight=False)
-
-
-def status(message: str) -> contextlib.AbstractContextManager[object]:
-    """A spinner on a terminal, one note line otherwise, nothing with --quiet."""
-    if VERBOSITY.quiet:
-        return contextlib.nullcontext()
-    if err_console.is_terminal:
-        return err_console.status(message)
-    err_console.print(message, highlight=False)
-    return contextlib.nullcontext()
 
 
 def resolve_profile(profile: str | None, sets: list[str] | None, platform: str | None = None) -> ResolvedProfile:
@@ -266,14 +193,3 @@ class RequestProgress:
     def stop(self) -> None:
         """Restores the terminal (before a forced exit)."""
         self.bar.stop()
-
-
-def fmt_number(value: object, digits: int = 2) -> str:
-    """A table cell: '-' for no value, on/off for flags, floats with `digits` decimals."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)

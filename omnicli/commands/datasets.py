@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from omnicli.commands.common import EXIT_USAGE, console, err_console
+from omnicli.commands.common import EXIT_USAGE
+from omnicli.runtime.console import console, err_console
 
 app = typer.Typer(
     help="Datasets shipped with omnicli (the demo set), usable without the repository.", no_args_is_help=True

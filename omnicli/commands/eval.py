@@ -25,16 +25,13 @@ from omnicli.commands.common import (
     QuietOption,
     SetOption,
     VerboseOption,
-    console,
-    err_console,
     progress_bar,
     require_folder,
     resolve_profile,
-    set_verbosity,
-    status,
     usage_error,
 )
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
+from omnicli.runtime.console import console, err_console, set_verbosity, status
 
 if TYPE_CHECKING:
     from omnicli.evaluation.eval_report import EvalReport, ResultFiles

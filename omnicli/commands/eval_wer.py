@@ -12,9 +12,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from omnicli.commands.common import ProfileOption, QuietOption, SetOption, VerboseOption, set_verbosity
+from omnicli.commands.common import ProfileOption, QuietOption, SetOption, VerboseOption
 from omnicli.commands.eval import Device, Lang, run
 from omnicli.commands.report import ReportOption
+from omnicli.runtime.console import set_verbosity
 
 
 def eval_wer(

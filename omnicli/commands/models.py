@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from omnicli.commands.common import EXIT_USAGE, console, err_console
+from omnicli.commands.common import EXIT_USAGE
+from omnicli.runtime.console import console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
 
@@ -100,7 +101,7 @@ def verify(
     Each check prints its figure. Checks whose reference package is not
     installed are shown as skipped (install the `reference` extra).
     """
-    from omnicli.engine.models.checkpoints import CheckpointMissing
+    from omnicli.checkpoints import CheckpointMissing
     from omnicli.families import check_checkpoints, get_family, run_parity_checks
 
     try:

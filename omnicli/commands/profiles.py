@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from omnicli.commands.common import EXIT_USAGE, SetOption, console, err_console
+from omnicli.commands.common import EXIT_USAGE, SetOption
+from omnicli.runtime.console import console, err_console
 
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from omnicli.commands.common import EXIT_OUTPUT_IO, err_console, note, usage_error
+from omnicli.commands.common import EXIT_OUTPUT_IO, usage_error
+from omnicli.runtime.console import err_console, note
 
 if TYPE_CHECKING:
     from omnicli.report.page import PageFacts

@@ -9,19 +9,17 @@ import typer
 
 from omnicli.commands.common import (
     EXIT_USAGE,
-    VERBOSITY,
     ProfileOption,
     QuietOption,
     SetOption,
     VerboseOption,
-    err_console,
     require_folder,
     resolve_profile,
-    set_verbosity,
 )
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
 from omnicli.commands.synth_console import SynthConsole, exit_code, print_summary
-from omnicli.scaleout.shard import ShardSpec, ShardSpecError
+from omnicli.runtime.console import VERBOSITY, err_console, set_verbosity
+from omnicli.synth.shard import ShardSpec, ShardSpecError
 
 if TYPE_CHECKING:
     from omnicli.synth import RayOptions
@@ -132,7 +130,7 @@ def synth(
 
 def _ray_options(ray: bool, address: str | None, engines: int, gpus: float, cpus: float) -> RayOptions | None:
     """--ray's options (exit 2 with the install hint when Ray is missing); None without --ray."""
-    from omnicli.scaleout.cluster import EngineResources, import_ray
+    from omnicli.runtime.cluster import EngineResources, import_ray
     from omnicli.synth import RayOptions
 
     if not ray:

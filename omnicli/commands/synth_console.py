@@ -20,14 +20,10 @@ from omnicli.commands.common import (
     EXIT_OUTPUT_IO,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
-    VERBOSITY,
     RequestProgress,
-    console,
-    err_console,
-    note,
-    status,
 )
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
+from omnicli.runtime.console import VERBOSITY, console, err_console, note, status
 
 if TYPE_CHECKING:
     from omnicli.synth import RunPhase, SynthJob, SynthReport

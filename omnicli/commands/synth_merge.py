@@ -16,16 +16,12 @@ from omnicli.commands.common import (
     EXIT_SOME_FAILED,
     QuietOption,
     VerboseOption,
-    console,
-    err_console,
-    note,
     require_folder,
-    set_verbosity,
-    status,
 )
+from omnicli.runtime.console import console, err_console, note, set_verbosity, status
 
 if TYPE_CHECKING:
-    from omnicli.scaleout.merge import MergeReport
+    from omnicli.synth.merge import MergeReport
 
 
 def synth_merge(
@@ -74,7 +70,7 @@ def synth_merge(
     not done (or shards missing), 2 the folders cannot be merged, 4 OUT could
     not be written (merge again).
     """
-    from omnicli.scaleout.merge import merge_shards
+    from omnicli.synth.merge import merge_shards
 
     set_verbosity(quiet, verbose)
     require_folder(out, "--out")

@@ -7,7 +7,7 @@ talks to this seam, as vLLM's front end does not change when its engine
 core moves in-process or to N data-parallel engines:
 
 - `LocalPool`: one engine in this process (`omni bench`);
-- `omnicli.scaleout.ray_bench.RayPool`: N engines, one per Ray actor
+- `omnicli.driver.ray_pool.RayPool`: N engines, one per Ray actor
   (`omni bench --ray`); their figures are merged per pass
   (omnicli.benchmark.engines).
 

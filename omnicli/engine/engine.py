@@ -106,7 +106,7 @@ def _finish_reason(reason: str | None) -> FinishReason | None:
 
 def _talker_folder(profile: Profile) -> Path | None:
     """The talker checkpoint folder of a family that reads one from disk (CheckpointMissing if absent)."""
-    from omnicli.engine.models.checkpoints import locate
+    from omnicli.checkpoints import locate
     from omnicli.families import get_family
 
     spec = next((s for s in get_family(profile.model).checkpoint_specs() if s.role == "talker"), None)

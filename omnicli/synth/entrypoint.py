@@ -4,7 +4,7 @@
 
 It owns the whole run: the manifest (read, cut by --limit once, then by --shard), the
 lock on OUT, the resume plan, the tidy-up of OUT, the engine (started and closed here)
-or the Ray actor pool (`omnicli.scaleout.ray_synth`), the run, and summary.json (a
+or the Ray actor pool (`omnicli.synth.ray`), the run, and summary.json (a
 summary that cannot be written removes the old one). The command only parses, calls
 and prints: `observer` hears what happens, `stop` (set from any thread, e.g. a
 signal handler's) stops admitting rows. `SynthJob` is the same run as an object, for
@@ -33,10 +33,10 @@ from omnicli.synth.summary import build_synth_summary, write_summary_or_drop
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
     from omnicli.retention import Retainer
-    from omnicli.scaleout.cluster import EngineResources
-    from omnicli.scaleout.shard import ShardSpec
+    from omnicli.runtime.cluster import EngineResources
     from omnicli.synth.results import SynthResult, SynthSummary
     from omnicli.synth.run import RowRun
+    from omnicli.synth.shard import ShardSpec
 
 _RAY_TOKEN_HINT = (" (is it running? One with token authentication also needs RAY_AUTH_MODE=token and its token"
                    " here: see docs/scale-out.md)")
@@ -226,7 +226,7 @@ class SynthJob:
             raise EmptyManifest(f"{args.manifest}: no rows (expected {expected})")
         parsed = parsed.limited(args.limit)  # rows (and bad rows) after the --limit cut are not part of this run
         if args.shard is not None:  # after --limit: the N shards together are exactly the rows of one --limit run
-            from omnicli.scaleout.shard import select_shard
+            from omnicli.synth.shard import select_shard
 
             whole, parsed = len(parsed.rows), select_shard(parsed, args.shard)
             self.observer.note(f"shard {args.shard}: {len(parsed.rows)} of {whole} rows")
@@ -236,7 +236,7 @@ class SynthJob:
 
     def _check_shard_folder(self) -> None:
         """Refuses a folder made with another --shard spec; notes rows of other shards."""
-        from omnicli.scaleout.shard import ShardSpecError, foreign_rows, shard_conflict
+        from omnicli.synth.shard import ShardSpecError, foreign_rows, shard_conflict
 
         out, shard = self.args.out, self.args.shard
         conflict = shard_conflict(out, shard)
@@ -327,8 +327,8 @@ class SynthJob:
     def _run_on_ray(self, rows: list[ManifestRow], ray: RayOptions) -> None:
         """The same run with the engines in Ray actors; joining or starting Ray is the start-up.
         Leaving shuts down a cluster we started, never one we joined."""
-        from omnicli.scaleout.cluster import RayCluster, RayUnavailable
-        from omnicli.scaleout.ray_synth import RaySynthRun, keeping_signal_handlers, unreachable_head
+        from omnicli.runtime.cluster import RayCluster, RayUnavailable
+        from omnicli.synth.ray import RaySynthRun, keeping_signal_handlers, unreachable_head
 
         args, obs, resolved = self.args, self.observer, self.args.resolved
         self.usage_error = unreachable_head(ray.address)

@@ -99,7 +99,7 @@ class SynthRun:
     ) -> list[SynthResult]:
         """Runs `rows` through the engine; each result goes to `keep` (after its wav is in
         place), then to `results` and `on_result`. `run` keeps them in results.jsonl; a Ray
-        actor (`omnicli.scaleout.ray_synth`) hands them to the Ray driver, the only writer of it.
+        actor (`omnicli.synth.ray`) hands them to the Ray driver, the only writer of it.
         An OSError from `keep` stops the run like an unwritable OUT."""
 
         def sink_record(record: RequestRecord) -> None:

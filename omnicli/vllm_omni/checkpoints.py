@@ -2,7 +2,7 @@
 
 A checkpoint is one folder (vLLM-Omni loads every stage from it): a local
 folder or a Hugging Face repository id found in the offline cache, exactly as
-for the native families (`omnicli.engine.models.checkpoints`); nothing is
+for the native families (`omnicli.checkpoints`); nothing is
 downloaded.
 
 `build_tiny_qwen3_tts` writes a Qwen3-TTS checkpoint in the published layout
@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omnicli.engine.models.checkpoints import CheckpointSpec, locate
+from omnicli.checkpoints import CheckpointSpec, locate
 
 QWEN3_TTS_KINDS = {"base": "Base", "custom_voice": "CustomVoice", "voice_design": "VoiceDesign"}
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from omnicli.atomic import write_text_atomic
 from omnicli.benchmark.outputs.table import table_rows
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
-from omnicli.commands.common import err_console
+from omnicli.runtime.console import err_console
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult

@@ -96,8 +96,9 @@ def report_passes(
     `runs`: the runs when the caller built them (--ray: merged over engines, as dicts or `BenchRun`s);
     `ray`: the result file's `ray` entry. On a forced exit (`forced`) no plot and no HTML page.
     """
-    from omnicli.benchmark.report import build_document, build_run, machine_facts
-    from omnicli.commands.common import err_console
+    from omnicli.benchmark.report import build_document, build_run
+    from omnicli.runtime.console import err_console
+    from omnicli.runtime.machine import machine_facts
 
     if unfinished is not None and (interrupted or engine_error):
         why = "interrupted" if interrupted else "ended by the engine failure"
@@ -117,10 +118,6 @@ def report_passes(
                             engine_error=engine_error, unfinished=unfinished, ray=ray)
     for output in plan.outputs(forced=forced):
         output.finalize(report, results)
-    if not forced and plan.path is not None:
-        from omnicli.commands.report import report_after_run
-
-        report_after_run(plan.report_file, [plan.path, *plan.report_dirs])
     return 1 if any(run.failures for run in report.runs) else 0
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from omnicli.benchmark.result_models import BenchDocument
-from omnicli.commands.common import err_console
+from omnicli.runtime.console import err_console
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from omnicli.atomic import write_bytes_atomic
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
-from omnicli.commands.common import err_console
 from omnicli.errors import UsageError
+from omnicli.runtime.console import err_console
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult

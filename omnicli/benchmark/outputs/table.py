@@ -11,7 +11,7 @@ from rich.table import Table
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, percentile_key
 from omnicli.benchmark.report import group_by_shape, ratio, round_ratios
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
-from omnicli.commands.common import console, fmt_number
+from omnicli.runtime.console import console, fmt_number
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult

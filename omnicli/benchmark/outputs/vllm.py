@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omnicli.benchmark.result_models import BenchDocument
-from omnicli.commands.common import err_console, note
+from omnicli.runtime.console import err_console, note
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from omnicli.checkpoints import CheckpointSpec, locate, write_published_talker_config
 from omnicli.engine.models.base import ModelAdapter
-from omnicli.engine.models.checkpoints import CheckpointSpec, locate, write_published_talker_config
 
 if TYPE_CHECKING:
     from omnicli.engine.models.snac_codec import SnacCodec

@@ -6,7 +6,7 @@ checks are `"module:callable"` strings, checkpoint specs are read on call.
 
 from __future__ import annotations
 
-from omnicli.engine.models.checkpoints import CheckpointSpec
+from omnicli.checkpoints import CheckpointSpec
 from omnicli.families import Family, register_family
 
 

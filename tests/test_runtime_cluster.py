@@ -1,6 +1,6 @@
 """How `RayCluster` starts Ray: quiet unless --verbose, no colour codes in files, its
 session folders in the user's cache (a stand-in `ray` module records what `ray.init` is
-given; starting Ray itself is tests/test_scaleout_ray_synth.py's)."""
+given; starting Ray itself is tests/test_synth_ray.py's)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from omnicli.scaleout import cluster as cluster_module
-from omnicli.scaleout.cluster import EngineResources, RayCluster, ray_temp_dir
+from omnicli.runtime import cluster as cluster_module
+from omnicli.runtime.cluster import EngineResources, RayCluster, ray_temp_dir
 
 
 @pytest.fixture

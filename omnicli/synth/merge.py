@@ -28,7 +28,6 @@ from pydantic import ValidationError
 from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
 from omnicli.errors import UsageError
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
-from omnicli.scaleout.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
 from omnicli.synth.plan import (
     RESULTS,
     SUMMARY,
@@ -40,6 +39,7 @@ from omnicli.synth.plan import (
     wav_matches,
 )
 from omnicli.synth.results import RetentionTotals, Status, SynthResult, SynthSummary, ThisRun
+from omnicli.synth.shard import ShardSpec, ShardSpecError, recorded_shard, split_manifest
 from omnicli.synth.summary import build_synth_summary, write_summary
 
 

@@ -41,8 +41,8 @@ from omnicli.atomic import JsonlAppender
 from omnicli.driver import STOP_GRACE_S
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
-from omnicli.scaleout.cluster import EngineResources, RayCluster
-from omnicli.scaleout.storage import StorageNotShared, check_probe, remove_probe, remove_stale_probes, write_probe
+from omnicli.runtime.cluster import EngineResources, RayCluster
+from omnicli.runtime.storage import StorageNotShared, check_probe, remove_probe, remove_stale_probes, write_probe
 from omnicli.synth.plan import RESULTS
 from omnicli.synth.results import SynthResult
 from omnicli.synth.run import SynthRun
@@ -183,6 +183,7 @@ class SynthActor:
     ):
         import ray
 
+        from omnicli.checkpoints import CheckpointMissing
         from omnicli.engine import EngineError
         from omnicli.retention import Retainer
 
@@ -202,7 +203,7 @@ class SynthActor:
         self._thread.start()
         try:
             self.engine = self._on_loop(start_engine(spec.resolved)).result()
-        except EngineError as exc:
+        except (EngineError, CheckpointMissing) as exc:  # a node without the checkpoint cannot start one
             ray.get(board.event.remote(Event.START_FAILED, f"on {self.host}: {exc}"))
             raise
         device, seconds = self.engine.device, self.engine.startup_seconds

@@ -16,17 +16,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnicli.engine.request import EngineError
-from omnicli.errors import EXIT_USAGE
+from omnicli.errors import UsageError
 
 
-class CheckpointMissing(EngineError):
-    """A checkpoint the profile names is not on disk, or lacks files.
+class CheckpointMissing(UsageError):
+    """A checkpoint the profile names is not on disk, or lacks files: bad usage (exit 2),
+    found before any engine starts (and raised again if it vanishes before the engine loads it)."""
 
-    An EngineError, as the engine raises it when it loads a family; but the
-    CLI finds it before any engine starts, so it ends the command as bad usage."""
-
-    exit_code = EXIT_USAGE
     headline = "checkpoint missing"
     message_below = True  # one line per place looked
 

@@ -1,4 +1,4 @@
-"""`omni synth --ray` (omnicli.scaleout.ray_synth): engines in Ray Data actors, the coordinator the
+"""`omni synth --ray` (omnicli.synth.ray): engines in Ray Data actors, the coordinator the
 only writer of results.jsonl.
 
 One local Ray cluster per module, started here with more CPUs than the actors ask
@@ -24,8 +24,10 @@ from typer.testing import CliRunner
 
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.scaleout.cluster import EngineResources, RayCluster
-from omnicli.scaleout.ray_synth import (
+from omnicli.runtime.cluster import EngineResources, RayCluster
+from omnicli.runtime.storage import StorageNotShared, write_probe
+from omnicli.synth.plan import RESULTS, SUMMARY, last_results, plan_run
+from omnicli.synth.ray import (
     ActorSpec,
     Event,
     ProgressBoard,
@@ -34,8 +36,6 @@ from omnicli.scaleout.ray_synth import (
     row_from_json,
     row_to_json,
 )
-from omnicli.scaleout.storage import StorageNotShared, write_probe
-from omnicli.synth.plan import RESULTS, SUMMARY, last_results, plan_run
 from omnicli.synth.results import SynthResult
 from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST, REPO, TEST_PROFILE_SETS
@@ -352,7 +352,7 @@ def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, t
 
 
 def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, tmp_path, monkeypatch):
-    from omnicli.scaleout import ray_synth
+    from omnicli.synth import ray as ray_synth
 
     def probe_elsewhere(out_dir: Path) -> Path:  # a probe the workers cannot find, as on an unshared disk
         return out_dir / ".omni-probe-on-another-disk"
@@ -364,7 +364,7 @@ def test_a_worker_that_cannot_see_the_output_folder_stops_the_run(ray_cluster, t
 
 
 def test_our_signal_handlers_survive_ray_init():
-    from omnicli.scaleout.ray_synth import keeping_signal_handlers
+    from omnicli.synth.ray import keeping_signal_handlers
 
     def ours(signum, frame):
         pass
@@ -381,7 +381,7 @@ def test_our_signal_handlers_survive_ray_init():
 def test_a_mistyped_cluster_address_is_refused_at_once():
     import socket
 
-    from omnicli.scaleout.ray_synth import unreachable_head
+    from omnicli.synth.ray import unreachable_head
 
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))

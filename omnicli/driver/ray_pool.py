@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import EngineFacts, EngineStartError, OnProgress, OnRecord, RoundResult, run_round
 from omnicli.engine.request import EngineDead, EngineLike
-from omnicli.scaleout.cluster import EngineResources
+from omnicli.runtime.cluster import EngineResources
 
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
@@ -61,7 +61,7 @@ class BenchWorker:
         except Exception as exc:
             facts["error"] = f"{type(exc).__name__}: {exc}"
             return facts
-        from omnicli.benchmark.report import machine_facts
+        from omnicli.runtime.machine import machine_facts
 
         device = self.engine.device
         facts.update(

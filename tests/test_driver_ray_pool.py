@@ -210,8 +210,8 @@ async def fake_engines(resolved, index):
 
 def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "three", "four"), shapes=(1, 2), **plan):
     """A session over a Ray pool of `count` fake engines (`engines`: index -> FakeEngine kwargs)."""
-    from omnicli.scaleout.cluster import EngineResources
-    from omnicli.scaleout.ray_bench import RayPool
+    from omnicli.driver.ray_pool import RayPool
+    from omnicli.runtime.cluster import EngineResources
 
     run_spec = ProfileRun("fake", SimpleNamespace(name="fake", digest="d0", engines=engines))
     prompts = [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text="r")) for i, t in enumerate(texts)]
@@ -221,7 +221,7 @@ def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "thre
 
 
 def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
-    from omnicli.scaleout.ray_bench import ray_facts
+    from omnicli.driver.ray_pool import ray_facts
 
     bench = fake_bench(ray_cluster, {}, warmup_requests=2, rounds=2)
     results = asyncio.run(bench.run())
@@ -238,7 +238,7 @@ def test_every_engine_runs_the_whole_load_and_the_warmup(ray_cluster):
         )
         ids = [r.request_id for e in passed.engines for rnd in e.result.rounds for r in rnd.records]
         assert len(set(ids)) == 16  # request ids name their engine and round
-    from omnicli.scaleout.cluster import EngineResources
+    from omnicli.runtime.cluster import EngineResources
 
     facts = ray_facts(None, EngineResources(engines=2), bench.facts)
     assert facts["nodes"] == 1 and facts["engines"] == 2
