@@ -239,16 +239,16 @@ def request_meta(
     whose later step failed (the wav could not be written) passes its own.
     `extra` (a bench pass and round, ...) is added as given.
     """
-    row = record.prompt.item if record.prompt is not None else None
+    row = record.prompt.row if record.prompt is not None else None
     return {
         "utt": record.utt,
         "request_id": record.request_id,
-        "source": getattr(row, "where", None),
+        "source": row.where if row is not None else None,
         "text": record.text,
         "expected_text": record.text,
         "transcript": None,  # synth and bench have no ASR; eval-wer fills it
         "reference_wav": record.reference,
-        "reference_text": getattr(row, "prompt_text", None),
+        "reference_text": row.prompt_text if row is not None else None,
         "error": record.error if error is None and status is None else error,
         "status": status or ("ok" if record.ok else "failed"),
         "finish_reason": record.finish_reason,

@@ -13,6 +13,7 @@ from omnicli.benchmark.engines import build_engines_run
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EnginesPass, ProfileRun
 from omnicli.driver import LoadShape
 from omnicli.driver.pool import EngineFacts, LocalPool, RoundResult, run_round
+from omnicli.profile import load_profile
 from tests.test_bench_session import FakeEngine, prompts
 
 
@@ -107,7 +108,7 @@ class Phases(BenchObserver):
 
 
 def fleet_session(pool, texts, plan, observer=None):
-    run = ProfileRun("f", SimpleNamespace(name="f", digest="d"))
+    run = ProfileRun("f", load_profile("default"))
     return BenchSession([run], prompts(texts), plan, lambda profile: pool, observer)
 
 

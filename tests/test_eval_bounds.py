@@ -13,8 +13,8 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from omnicli.audio import AudioError, load_audio
-from omnicli.commands.common import EXIT_SOME_FAILED
 from omnicli.driver.inputs import InputError, request_from_row
+from omnicli.errors import EXIT_SOME_FAILED
 from omnicli.evaluation import evaluate
 from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.commands.common import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
+from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
 from tests import needs
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from omnicli.audio import load_mono
-from omnicli.commands.common import EXIT_SOME_FAILED, EXIT_USAGE
+from omnicli.errors import EXIT_SOME_FAILED, EXIT_USAGE
 from omnicli.evaluation.scorers import ScoreItem, Scorer, ScorerSetupError, audio_summary, score_audio
 from omnicli.evaluation.scorers.base import SAMPLE_RATE
 from omnicli.manifest import ManifestRow

@@ -14,9 +14,9 @@ import torch
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.commands.common import EXIT_USAGE
 from omnicli.engine.models import neutts
 from omnicli.engine.windowed import WindowedRunner
+from omnicli.errors import EXIT_USAGE
 from omnicli.parity.checks import full_decode, stream_decode
 from tests import needs
 

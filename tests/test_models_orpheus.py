@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from omnicli.checkpoints import CheckpointMissing, locate
 from omnicli.cli import app
-from omnicli.commands.common import EXIT_USAGE
 from omnicli.datasets import demo_manifest_path
 from omnicli.engine.models import orpheus
 from omnicli.engine.models.snac_codec import frames_to_snac, snac_to_frames
 from omnicli.engine.windowed import WindowChunker, WindowedRunner
+from omnicli.errors import EXIT_USAGE
 from omnicli.families import check_checkpoints
 from omnicli.parity.checks import full_decode, stream_decode
 from tests import needs

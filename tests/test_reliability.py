@@ -290,8 +290,10 @@ with console.signal_scope:
     if mode == "starting":  # engine start-up blocks the main thread
         print("ready", child.pid, flush=True)
         child.wait()  # a forced exit ends the engine core: vLLM's start-up then fails in the main thread
-        job.engine_error = ("engine failed to start: the talker (vLLM) failed to start: "
-                            "RuntimeError: Engine core initialization failed")
+        from omnicli.engine.request import EngineError
+
+        job.engine_error = EngineError("engine failed to start: the talker (vLLM) failed to start: "
+                                       "RuntimeError: Engine core initialization failed")
         job.finish()
         time.sleep(300)
     else:

@@ -94,7 +94,7 @@ def test_rows_are_written_typed_and_a_failed_request_fails_alone(tmp_path):
 
 def test_an_engine_death_stops_the_run_and_leaves_rows_pending(tmp_path):
     m, out, run, rows = run_synth(tmp_path, ["one", "die", "hang", "four"], concurrency=1)
-    assert run.engine_error.startswith("codec stage stopped")
+    assert isinstance(run.engine_error, EngineDead) and str(run.engine_error).startswith("codec stage stopped")
     assert list(rows) == ["u0"]  # the death is nobody's failure: nothing recorded for u1
     assert run.left_pending == ["u1"]
     assert [r.utt for r in plan_run(m, out).todo] == ["u1", "u2", "u3"]

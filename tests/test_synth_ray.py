@@ -343,9 +343,9 @@ def test_an_engine_that_cannot_start_ends_the_run_naming_the_node(ray_cluster, t
     # more KV cache than any machine has: Engine.start refuses before loading anything
     run = ray_run(tmp_path, load_profile("cpu", overrides=["talker.kv_cache_space_gb=100000"], platform="cpu"))
     assert (
-        run.engine_error
-        and run.engine_error.startswith("an engine could not start on ")
-        and "kv_cache" in run.engine_error
+        run.engine_error is not None
+        and str(run.engine_error).startswith("an engine could not start on ")
+        and "kv_cache" in str(run.engine_error)
     )
     assert run.results == [] and run.storage_error is None
     assert not list((tmp_path / "out").glob(".omni-probe-*"))  # the stale probe too (was: left for good)

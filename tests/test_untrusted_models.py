@@ -16,7 +16,7 @@ import soundfile as sf
 import torch
 from typer.testing import CliRunner
 
-from omnicli.commands.common import EXIT_USAGE
+from omnicli.errors import EXIT_USAGE
 from omnicli.evaluation.scorers import ScorerSetupError
 
 runner = CliRunner()

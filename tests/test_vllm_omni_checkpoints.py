@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from omnicli.checkpoints import CheckpointMissing
 from omnicli.cli import app
-from omnicli.commands.common import EXIT_USAGE
+from omnicli.errors import EXIT_USAGE
 from omnicli.vllm_omni.checkpoints import locate_checkpoint, locate_codec
 
 needs_vllm_omni = pytest.mark.skipif(importlib.util.find_spec("vllm_omni") is None, reason="vllm-omni not installed")

@@ -89,7 +89,7 @@ def prompt_rows(prompts: Sequence[Prompt]) -> list[ManifestRow]:
     for prompt in distinct:
         if prompt.utt in rows:
             continue
-        if not isinstance(prompt.item, ManifestRow):
+        if prompt.row is None:
             raise TypeError(f"prompt {prompt.utt!r} carries no manifest row to score against")
-        rows[prompt.utt] = prompt.item
+        rows[prompt.utt] = prompt.row
     return list(rows.values())

@@ -89,7 +89,7 @@ def load_prompts(
         usable.append(row)
     order = select_rows(usable, None, seed, shuffle)  # shuffled once; the pass cycles through it
     distinct = [
-        Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None, text=r.text, item=r) for r in order
+        Prompt(r.utt, built[r.utt], str(r.prompt_wav) if r.prompt_wav else None, text=r.text, row=r) for r in order
     ]
     prompts = Cycled(distinct, len(distinct) if num_prompts is None else num_prompts)
     return PromptSet(source=path, prompts=prompts, errors=errors, num_rows=len(usable))

@@ -59,7 +59,7 @@ def _stage_figures(record_rounds) -> dict:
     """Per-stage means from engines that report stage figures (vLLM-Omni); nothing for the others."""
     from omnicli.vllm_omni.stage_metrics import summarize as summarize_stages
 
-    infos = [r.info for rnd in record_rounds for r in rnd if r.info is not None and getattr(r.info, "stages", None)]
+    infos = [r.info for rnd in record_rounds for r in rnd if r.info is not None and r.info.stages]
     return summarize_stages(infos) if infos else {}
 
 
@@ -97,9 +97,9 @@ def run_fields(
         "started_at": result.started_at,
         "label": result.label,
         "profile_label": result.profile.label,
-        "profile_name": getattr(resolved, "name", None),
-        "profile": resolved.to_dict() if hasattr(resolved, "to_dict") else None,
-        "profile_digest": getattr(resolved, "digest", None),
+        "profile_name": resolved.name,
+        "profile": resolved.to_dict(),
+        "profile_digest": resolved.digest,
         "model": result.model,
         "device": result.device,
         "sample_rate": result.sample_rate,

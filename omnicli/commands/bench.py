@@ -21,9 +21,6 @@ from omnicli.commands import bench_options as opt
 from omnicli.commands.bench_console import ConsoleObserver
 from omnicli.commands.bench_options import ProfilesOption
 from omnicli.commands.common import (
-    EXIT_ENGINE,
-    EXIT_INTERRUPTED,
-    EXIT_OUTPUT_IO,
     QuietOption,
     RequestProgress,
     SetOption,
@@ -33,6 +30,7 @@ from omnicli.commands.common import (
 )
 from omnicli.commands.interrupts import BenchInterrupts
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
+from omnicli.errors import EXIT_ENGINE, EXIT_INTERRUPTED, EXIT_OUTPUT
 from omnicli.runtime.console import VERBOSITY, CliConsole, err_console, note, set_verbosity
 
 
@@ -145,7 +143,7 @@ def _exit(outcome: BenchOutcome) -> None:
     if outputs.error is not None:
         err_console.print(f"[red]error:[/red] {outputs.error}; stopped, {done} completed pass(es) reported",
                           highlight=False)
-        raise typer.Exit(EXIT_OUTPUT_IO)
+        raise typer.Exit(EXIT_OUTPUT)
     if outcome.interrupted:
         closed = "engines were" if outcome.fleet else "engine was"
         err_console.print(f"[yellow]interrupted[/yellow]: the {closed} closed; {done} completed pass(es) reported")

@@ -29,24 +29,13 @@ from rich.progress import (
 )
 
 from omnicli.commands.progress import PlainProgress
-from omnicli.errors import OmniError
+from omnicli.errors import OmniError, UsageError
 from omnicli.runtime.console import VERBOSITY, err_console
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from omnicli.profile import ResolvedProfile
-
-# Exit codes (documented in README): 0 all good, 1 some rows/requests failed,
-# 2 bad usage or input (typer's own), 3 the engine could not start or died,
-# 4 the output folder could not be written (disk full, I/O error): stopped,
-# unfinished work left pending, 130 interrupted by Ctrl-C / SIGTERM / SIGHUP.
-EXIT_OK = 0
-EXIT_SOME_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ENGINE = 3
-EXIT_OUTPUT_IO = 4
-EXIT_INTERRUPTED = 130
 
 ProfileOption = Annotated[
     Optional[str],
@@ -94,17 +83,12 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
 
 def print_error(exc: OmniError) -> None:
     """The one report of an error that ends a command (omnicli.cli calls it)."""
+    style = exc.headline_style
     if exc.message_below:
-        err_console.print(f"[red]{exc.headline}:[/red]")
+        err_console.print(f"[{style}]{exc.headline}:[/{style}]")
         err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
     else:  # escaped: a message may quote brackets (pip install 'omnicli[ray]')
-        err_console.print(f"[red]{exc.headline}:[/red] {escape(str(exc))}", highlight=False)
-
-
-def usage_error(message: str) -> typer.Exit:
-    """Prints `error: message` on stderr and returns the exit-2 exception to raise."""
-    err_console.print(f"[red]error:[/red] {escape(message)}")  # a message may quote brackets: pip install 'omnicli[x]'
-    return typer.Exit(EXIT_USAGE)
+        err_console.print(f"[{style}]{exc.headline}:[/{style}] {escape(str(exc))}", highlight=False)
 
 
 def require_folder(path: Path | None, option: str) -> None:
@@ -118,11 +102,7 @@ def require_folder(path: Path | None, option: str) -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         where = "" if probe == Path(path) else f" ({probe} is a file)"
-        err_console.print(
-            f"[red]error:[/red] {option} {path}: not a folder{where}; give a folder (it is created when missing)",
-            highlight=False,
-        )
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError(f"{option} {path}: not a folder{where}; give a folder (it is created when missing)")
 
 
 def progress_bar(out: Console, *extra: ProgressColumn, failed_label: str = "failed") -> Progress:

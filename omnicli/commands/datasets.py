@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from omnicli.commands.common import EXIT_USAGE
-from omnicli.runtime.console import console, err_console
+from omnicli.errors import UsageError
+from omnicli.runtime.console import console
 
 app = typer.Typer(
     help="Datasets shipped with omnicli (the demo set), usable without the repository.", no_args_is_help=True
@@ -32,8 +32,5 @@ def path(name: Annotated[str, typer.Argument(help="Dataset name, e.g. demo.")]) 
     from omnicli.datasets import DATASETS, dataset_dir
 
     if name not in DATASETS:
-        err_console.print(
-            f"[red]error:[/red] unknown dataset {name!r} (shipped: {', '.join(sorted(DATASETS))})", highlight=False
-        )
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError(f"unknown dataset {name!r} (shipped: {', '.join(sorted(DATASETS))})")
     typer.echo(str(dataset_dir(name) / "meta.lst"))

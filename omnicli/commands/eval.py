@@ -18,9 +18,6 @@ import typer
 from rich.progress import Progress, TaskID
 
 from omnicli.commands.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_SOME_FAILED,
     ProfileOption,
     QuietOption,
     SetOption,
@@ -28,9 +25,9 @@ from omnicli.commands.common import (
     progress_bar,
     require_folder,
     resolve_profile,
-    usage_error,
 )
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
+from omnicli.errors import Interrupted, OutputError, UsageError
 from omnicli.runtime.console import console, err_console, set_verbosity, status
 
 if TYPE_CHECKING:
@@ -72,14 +69,13 @@ def run(args: EvalArgs, *, profile: str | None, sets: list[str] | None, report_f
             report = evaluator.score(rows, args.gen_dir, thresholds=args.thresholds(resolved.profile.retention),
                                      context=context, command=args.command, observer=observer)
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/yellow]: no results written")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise Interrupted("no results written") from None
     _write(report, args.out_dir, args.files)
     if retainer is not None and retainer.errors:
         err_console.print(f"[yellow]warning:[/yellow] {retainer.errors} retained file(s) could not be written: "
                           f"{retainer.error_messages[0]}")
     report_after_run(report_file, [args.gen_dir, args.out_dir, *([args.keep_failed] if args.keep_failed else [])])
-    return EXIT_OK if report.all_scored() else EXIT_SOME_FAILED
+    return report.exit_code
 
 
 class ProgressObserver:
@@ -109,7 +105,7 @@ def _write(report: EvalReport, out_dir: Path, files: ResultFiles) -> None:
     try:
         paths = report.write(out_dir, files)
     except OSError as exc:
-        raise usage_error(f"cannot write results to {out_dir}: {exc}") from None
+        raise OutputError(f"cannot write results to {out_dir}: {exc}") from None
     finally:
         from omnicli.evaluation.display import report_tables
 
@@ -178,7 +174,7 @@ def eval_command(
     try:
         chosen = parse_metrics(metrics)
     except ValueError as exc:
-        raise usage_error(f"--metrics {metrics!r}: {exc}") from None
+        raise UsageError(f"--metrics {metrics!r}: {exc}") from None
     args = EvalArgs(
         gen_dir, manifest, chosen, EVAL_FILES, "eval", out=out, lang=lang.value, asr=asr, sim=sim, mos=mos,
         trust_torchscript=trust_torchscript, threshold=threshold, sim_threshold=sim_threshold,

@@ -10,7 +10,7 @@ import threading
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from omnicli.commands.common import EXIT_INTERRUPTED
+from omnicli.errors import EXIT_INTERRUPTED
 from omnicli.runtime.console import err_console
 from omnicli.runtime.orphans import terminate_children
 from omnicli.runtime.signals import StopSignals

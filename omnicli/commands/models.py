@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from omnicli.commands.common import EXIT_USAGE
+from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED, OmniError, UsageError
 from omnicli.runtime.console import console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
@@ -62,8 +61,7 @@ def build_tiny(
         with err_console.status(f"building {family} into {dest}"):
             info = build(family, dest, seed=seed, real_size=real_size, stop_frames=stop_frames)
     except (ValueError, FileExistsError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise UsageError(str(exc)) from None
     folders = info.get("model_path_folders")  # one-folder checkpoints (vLLM-Omni families), one per variant
     use = (f"--set model_path={dest}/{folders[0]}" + "".join(f" or {dest}/{f}" for f in folders[1:]) if folders
            else f"--set model_path={dest}/talker --set codec_path={dest}/codec")
@@ -113,12 +111,11 @@ def verify(
         with err_console.status(f"verifying {family} at {checkpoint}"):
             checks = run_parity_checks(family, checkpoint, seed=seed)
     except (ValueError, CheckpointMissing) as exc:  # ModelFileError too: a pickled codec, remote code
-        err_console.print("[red]error:[/red]", end="\n" if "\n" in str(exc) else " ")
-        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
-    except Exception as exc:  # a parity check that broke: one line, never a traceback
-        err_console.print(f"[red]error:[/red] verify {family} stopped: {escape(f'{type(exc).__name__}: {exc}')}")
-        raise typer.Exit(1) from None
+        error = UsageError(str(exc))
+        error.message_below = "\n" in str(exc)
+        raise error from None
+    except Exception as exc:  # a parity check that broke: one line (exit 1), never a traceback
+        raise OmniError(f"verify {family} stopped: {type(exc).__name__}: {exc}") from None
     style = {"ok": "green", "mismatch": "red", "skipped": "yellow"}
     for c in checks:
         line = f"{c.status.upper():8} {c.name}: {c.figure}" + (f" ({c.detail})" if c.detail else "")
@@ -129,4 +126,4 @@ def verify(
     console.print(
         f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True
     )
-    raise typer.Exit(1 if bad else 0)
+    raise typer.Exit(EXIT_SOME_FAILED if bad else EXIT_OK)

@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from omnicli.commands.common import EXIT_USAGE, SetOption
+from omnicli.commands.common import SetOption
+from omnicli.errors import EXIT_USAGE
 from omnicli.runtime.console import console, err_console
 
 if TYPE_CHECKING:

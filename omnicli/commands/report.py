@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from omnicli.commands.common import EXIT_OUTPUT_IO, usage_error
+from omnicli.errors import OutputError, UsageError
 from omnicli.runtime.console import err_console, note
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def report(
     from omnicli.report import missing_extra
 
     if (why := missing_extra()) is not None:
-        raise usage_error(why)
+        raise UsageError(why)
     facts = _write(paths, out, embed_audio, manifest, title)
     typer.echo(f"report: {facts.path} ({facts.bytes / 1e6:.1f} MB, {facts.rows} utterances, {facts.runs} bench runs"
                + (f", {facts.embedded} clips embedded" if facts.embedded else "") + ")")
@@ -87,14 +87,13 @@ def _write(
     from omnicli.report.sources import SourceError
 
     if manifest is not None and not manifest.is_file():
-        raise usage_error(f"--manifest {manifest}: no such file")
+        raise UsageError(f"--manifest {manifest}: no such file")
     try:
         return write_report(paths, out, embed_audio=embed_audio, manifest=manifest, title=title)
     except (SourceError, EmbedSpec) as exc:
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     except OSError as exc:
-        err_console.print(f"[red]error:[/red] cannot write {out}: {exc}", highlight=False)
-        raise typer.Exit(EXIT_OUTPUT_IO) from None
+        raise OutputError(f"cannot write {out}: {exc}") from None
 
 
 def check_report_option(out: Path | None) -> None:
@@ -104,9 +103,9 @@ def check_report_option(out: Path | None) -> None:
     from omnicli.report import missing_extra
 
     if (why := missing_extra()) is not None:
-        raise usage_error(f"--report: {why}")
+        raise UsageError(f"--report: {why}")
     if out.is_dir():
-        raise usage_error(f"--report {out}: a folder; give the HTML file to write")
+        raise UsageError(f"--report {out}: a folder; give the HTML file to write")
 
 
 def report_after_run(out: Path | None, paths: list[Path]) -> None:

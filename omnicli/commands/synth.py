@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from omnicli.commands.common import (
-    EXIT_USAGE,
     ProfileOption,
     QuietOption,
     SetOption,
@@ -17,8 +16,9 @@ from omnicli.commands.common import (
     resolve_profile,
 )
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
-from omnicli.commands.synth_console import SynthConsole, exit_code, print_summary
-from omnicli.runtime.console import VERBOSITY, err_console, set_verbosity
+from omnicli.commands.synth_console import SynthConsole, print_ending, print_summary
+from omnicli.errors import UsageError
+from omnicli.runtime.console import VERBOSITY, set_verbosity
 from omnicli.synth.shard import ShardSpec, ShardSpecError
 
 if TYPE_CHECKING:
@@ -96,8 +96,7 @@ def synth(
     set_verbosity(quiet, verbose)
     check_report_option(report_file)
     if (manifest is None) == (not demo):
-        err_console.print("[red]error:[/red] give a MANIFEST or --demo (exactly one)")
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError("give a MANIFEST or --demo (exactly one)")
     if demo:
         from omnicli.datasets import demo_manifest_path
 
@@ -109,9 +108,7 @@ def synth(
     platform = ("cuda" if gpus_per_engine > 0 else "cpu") if ray else None
     resolved = resolve_profile(profile, set_, platform=platform)
     if ray and resolved.platform == "cuda" and gpus_per_engine <= 0:
-        err_console.print(f"[red]error:[/red] profile {resolved.name} runs on cuda: "
-                          "give each engine a GPU (--gpus-per-engine 1)")
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError(f"profile {resolved.name} runs on cuda: give each engine a GPU (--gpus-per-engine 1)")
     require_folder(out, "--out")
     args = SynthArgs(
         manifest=manifest, out=out, resolved=resolved, concurrency=concurrency, limit=limit, shard=shard,
@@ -125,7 +122,8 @@ def synth(
         report = job.run()  # UsageError (bad manifest, OUT in use, ...): exit 2 (omnicli.cli)
     print_summary(report.summary, out)
     report_after_run(report_file, [out, *([keep_failed] if keep_failed else [])])
-    raise typer.Exit(exit_code(report, interrupted=console_.interrupted))
+    print_ending(report)
+    raise typer.Exit(report.exit_code)
 
 
 def _ray_options(ray: bool, address: str | None, engines: int, gpus: float, cpus: float) -> RayOptions | None:
@@ -135,9 +133,7 @@ def _ray_options(ray: bool, address: str | None, engines: int, gpus: float, cpus
 
     if not ray:
         if address is not None or engines != 1 or gpus != 0 or cpus != 1:
-            err_console.print("[red]error:[/red] --ray-address, --engines, --gpus-per-engine and "
-                              "--cpus-per-engine need --ray")
-            raise typer.Exit(EXIT_USAGE)
+            raise UsageError("--ray-address, --engines, --gpus-per-engine and --cpus-per-engine need --ray")
         return None
     import_ray()  # RayUnavailable (exit 2, with the install hint)
     resources = EngineResources(engines=engines, gpus_per_engine=gpus, cpus_per_engine=cpus)

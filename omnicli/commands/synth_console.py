@@ -13,15 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from omnicli.commands.common import (
-    EXIT_ENGINE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_OUTPUT_IO,
-    EXIT_SOME_FAILED,
-    EXIT_USAGE,
-    RequestProgress,
-)
+from omnicli.commands.common import RequestProgress
 from omnicli.commands.interrupts import EngineRunInterrupts, Phase
 from omnicli.runtime.console import VERBOSITY, console, err_console, note, status
 
@@ -126,31 +118,29 @@ class SynthConsole(EngineRunInterrupts):
         self._bar.done(failed=failed, audio_seconds=result.audio_seconds)
 
 
-def exit_code(report: SynthReport, *, interrupted: bool) -> int:
-    """Prints why the run did not end well, and returns its exit code."""
+def print_ending(report: SynthReport) -> None:
+    """Prints why the run did not end well (its exit code is `report.exit_code`)."""
     summary = report.summary
     if summary.retention is not None and summary.retention.errors:
         errors = summary.retention.errors
         err_console.print(f"[yellow]retention:[/yellow] {len(errors)} file(s) could not be written: {errors[0]}")
     if report.usage_error:
         err_console.print(f"[red]error:[/red] {escape(report.usage_error)}", highlight=False)
-        return EXIT_USAGE
+        return
     if summary.output_error:
         err_console.print(f"[red]error:[/red] {summary.output_error}", highlight=False)
         err_console.print(
             f"stopped: {summary.num_pending} utterance(s) left pending (not failed); "
             "free space or fix the folder, then run the same command again to finish them", highlight=False
         )
-        return EXIT_OUTPUT_IO
-    if interrupted:
+        return
+    if summary.interrupted:
         err_console.print("[yellow]interrupted[/yellow]: finished work is kept; run the same command again to resume")
-        return EXIT_INTERRUPTED
+        return
     if summary.engine_error:
         err_console.print(f"[red]engine error:[/red] {summary.engine_error}")
         if summary.this_run.left_pending:
             err_console.print("unfinished utterances are left pending: run the same command again to resume")
-        return EXIT_ENGINE
-    return EXIT_SOME_FAILED if summary.num_failed or summary.num_invalid_rows else EXIT_OK
 
 
 def print_summary(summary: SynthSummary, out: Path) -> None:

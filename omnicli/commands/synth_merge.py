@@ -9,15 +9,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from omnicli.commands.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_OUTPUT_IO,
-    EXIT_SOME_FAILED,
-    QuietOption,
-    VerboseOption,
-    require_folder,
-)
+from omnicli.commands.common import QuietOption, VerboseOption, require_folder
+from omnicli.errors import Interrupted, OutputError
 from omnicli.runtime.console import console, err_console, note, set_verbosity, status
 
 if TYPE_CHECKING:
@@ -78,14 +71,12 @@ def synth_merge(
         with status(f"merging {len(shard_dirs)} shard folder(s) into {out}"):
             report = merge_shards(shard_dirs, out, manifest=manifest, allow_outside_paths=allow_outside_paths)
     except OSError as exc:
-        err_console.print(Text.assemble(("error:", "red"), f" cannot write to {out}: {exc}"))
-        err_console.print(
-            "what was merged so far is consistent: free space or fix the folder, then merge again", highlight=False
-        )
-        raise typer.Exit(EXIT_OUTPUT_IO) from None
+        error = OutputError(f"cannot write to {out}: {exc}\n"
+                            "what was merged so far is consistent: free space or fix the folder, then merge again")
+        error.message_below = True
+        raise error from None
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/yellow]: what was merged so far is consistent; merge again to finish")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise Interrupted("what was merged so far is consistent; merge again to finish") from None
     if report.skipped_out:
         note(f"{out} is --out itself: not read as a shard")
     for reason in report.not_taken:
@@ -109,7 +100,7 @@ def synth_merge(
             )
         )
     _print_report(report)
-    raise typer.Exit(EXIT_OK if report.complete else EXIT_SOME_FAILED)
+    raise typer.Exit(report.exit_code)
 
 
 def _print_report(report: MergeReport) -> None:

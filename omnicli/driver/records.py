@@ -14,11 +14,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 import numpy as np
 
 from omnicli.engine.request import FinishReason, RefCache, RequestInfo, TTSRequest
+from omnicli.manifest import ManifestRow
 
 
 class Outcome(str, Enum):
@@ -41,8 +41,9 @@ class Prompt:
     timing), or `load` builds it when the driver submits it (synth: one
     reference in memory per request in flight); `load` may raise
     `omnicli.driver.inputs.InputError`, which fails that prompt alone.
-    `item` is the caller's own object (synth: its manifest row), handed back
-    in the record; the driver never reads it.
+    `row` is the manifest row it came from (synth and bench), handed back in
+    the record for the results row and retained-audio metadata; the driver
+    never reads it.
     """
 
     utt: str
@@ -50,7 +51,7 @@ class Prompt:
     reference: str | None = None  # reference audio path, for retained-audio metadata
     load: Callable[[], TTSRequest] | None = None
     text: str = ""
-    item: Any = None
+    row: ManifestRow | None = None
 
     def build(self, request_id: str) -> TTSRequest:
         if self.request is not None:

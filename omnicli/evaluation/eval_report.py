@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED
 from omnicli.evaluation.results import (
     RESULTS_JSONL,
     RESULTS_TSV,
@@ -173,6 +174,11 @@ class EvalReport:
         """True when no utterance is missing or failed, and no SIM/MOS scorer failed on any."""
         s = self.summary
         return not (s.get("num_missing") or s.get("num_failed") or s.get("num_sim_failed") or s.get("num_mos_failed"))
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every utterance was scored, 1 when some were missing or failed (errors.py)."""
+        return EXIT_OK if self.all_scored() else EXIT_SOME_FAILED
 
     def file_summary(self, files: ResultFiles = EVAL_FILES) -> dict[str, Any]:
         """The summary as `files` holds it (eval-wer's has no `metrics` key)."""

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from omnicli.driver import STOP_GRACE_S
-from omnicli.errors import UsageError
+from omnicli.engine.request import EngineError
+from omnicli.errors import EXIT_ENGINE, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_SOME_FAILED, EXIT_USAGE, UsageError
 from omnicli.manifest import Manifest, ManifestRow, read_manifest
 from omnicli.runtime.clock import utc_now
 from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, compact_results, plan_run, tidy_out_dir
@@ -170,6 +171,21 @@ class SynthReport:
 
     summary: SynthSummary
     usage_error: str | None = None  # --ray: the cluster cannot be reached, is too small, or OUT is not shared
+    engine_error: EngineError | None = None  # the start failure or the EngineDead that ended the run
+
+    @property
+    def exit_code(self) -> int:
+        """What the run's outcome means as an exit code (errors.py; README's table), first reason first."""
+        summary = self.summary
+        if self.usage_error:
+            return EXIT_USAGE
+        if summary.output_error:
+            return EXIT_OUTPUT
+        if summary.interrupted:
+            return EXIT_INTERRUPTED
+        if summary.engine_error:
+            return EXIT_ENGINE
+        return EXIT_SOME_FAILED if summary.num_failed or summary.num_invalid_rows else EXIT_OK
 
 
 class SynthJob:
@@ -187,7 +203,7 @@ class SynthJob:
         self.manifest: Manifest | None = None  # the rows of this run (after --limit and --shard), once prepared
         self.retainer: Retainer | None = None
         self.run_obj: RowRun | None = None
-        self.engine_error: str | None = None
+        self.engine_error: EngineError | None = None  # the start failure or the EngineDead that ended the run
         self.output_error: str | None = None  # OUT could not be written: the run stopped
         self.usage_error: str | None = None
         self._lock: OutputLock | None = None
@@ -286,7 +302,6 @@ class SynthJob:
             self.output_error = f"cannot write to {out}: {exc}"
 
     async def _run_local(self, rows: list[ManifestRow]) -> None:
-        from omnicli.engine import EngineError
         from omnicli.engine.backends import start_engine
         from omnicli.synth.run import SynthRun
 
@@ -298,7 +313,7 @@ class SynthJob:
                 try:
                     engine = await start_engine(resolved)
                 except EngineError as exc:
-                    self.engine_error = str(exc)
+                    self.engine_error = exc
                     return
             obs.note(f"engine ready in {engine.startup_seconds:.1f}s ({engine.model_name}, {engine.device}, "
                      f"profile {resolved.name} {resolved.digest})")
@@ -372,7 +387,7 @@ class SynthJob:
         self.observer.phase_changed(RunPhase.DONE)
         with self.save_lock:
             summary = self._write_summary(interrupted=self.stop.is_set())
-        return SynthReport(summary, self.usage_error)
+        return SynthReport(summary, self.usage_error, None if summary.interrupted else self.engine_error)
 
     def release(self) -> None:
         """Releases OUT's lock (taken by `prepare`)."""

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from omnicli.atomic import link_or_copy_atomic, write_bytes_atomic
-from omnicli.errors import UsageError
+from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED, UsageError
 from omnicli.manifest import Manifest, ManifestError, ManifestRow, read_manifest
 from omnicli.synth.plan import (
     RESULTS,
@@ -74,6 +74,11 @@ class MergeReport:
         """Every shard present and every manifest row ok."""
         s = self.summary
         return s is not None and not self.missing and s.num_failed == s.num_pending == s.num_invalid_rows == 0
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the merged folder is complete, else 1: rows failed, pending or from missing shards."""
+        return EXIT_OK if self.complete else EXIT_SOME_FAILED
 
 
 def read_shard_folder(path: Path) -> ShardFolder:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from omnicli.atomic import JsonlAppender
 from omnicli.driver import STOP_GRACE_S
+from omnicli.engine.request import EngineDead, EngineError
 from omnicli.manifest import ManifestRow
 from omnicli.retention import Retainer
 from omnicli.runtime.cluster import EngineResources, RayCluster
@@ -184,7 +185,6 @@ class SynthActor:
         import ray
 
         from omnicli.checkpoints import CheckpointMissing
-        from omnicli.engine import EngineError
         from omnicli.retention import Retainer
 
         self.ray = ray
@@ -310,7 +310,7 @@ class RaySynthRun:
         self.grace_s = grace_s
         self.stop = threading.Event()
         self.results: list[SynthResult] = []
-        self.engine_error: str | None = None
+        self.engine_error: EngineError | None = None
         self.output_error: str | None = None
         self.storage_error: str | None = None
         self.left_pending: list[str] = []
@@ -433,7 +433,7 @@ class RaySynthRun:
             self._last_death = message
             self.on_note(f"engine died {message}: Ray restarts its actor and retries its unfinished rows")
         elif kind == Event.START_FAILED:
-            self.engine_error = self.engine_error or f"an engine could not start {message}"
+            self.engine_error = self.engine_error or EngineError(f"an engine could not start {message}")
             self.stop.set()
         elif kind == Event.NOT_SHARED:
             self.storage_error = self.storage_error or message
@@ -454,11 +454,11 @@ class RaySynthRun:
             return
         if self._last_death is not None:
             restarts = self.resources.actor_options()["max_restarts"]
-            self.engine_error = (f"engine died {self._last_death} "
-                                 f"(an engine actor is restarted at most {restarts} times)")
+            self.engine_error = EngineDead(f"engine died {self._last_death} "
+                                           f"(an engine actor is restarted at most {restarts} times)")
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.engine_error = f"the Ray actor pool failed: {type(exc).__name__}: {first}"
+            self.engine_error = EngineDead(f"the Ray actor pool failed: {type(exc).__name__}: {first}")
 
 
 def _no_ray_auto_init() -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from omnicli.atomic import JsonlAppender
 from omnicli.driver import STOP_GRACE_S, LoadShape, RequestRecord, drive
+from omnicli.engine.request import EngineError
 from omnicli.synth.plan import RESULTS
 from omnicli.synth.results import SynthResult
 from omnicli.synth.sink import OutputUnwritable, RowSink, prompt_for
@@ -31,7 +32,7 @@ class RowRun(Protocol):
     """What a finished run (local `SynthRun` or `omni synth --ray`'s `RaySynthRun`) tells its summary."""
 
     results: list[SynthResult]  # this run's rows, in the order they finished
-    engine_error: str | None  # why the engine (or the actor pool) stopped serving
+    engine_error: EngineError | None  # why the engine (or the actor pool) stopped serving; text only when written
     output_error: str | None  # why OUT could not be written: the run stopped
     left_pending: list[str]  # cut off by a stop, an engine failure or an unwritable OUT
     wall_seconds: float
@@ -76,7 +77,7 @@ class SynthRun:
         self.grace_s = grace_s
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: no new rows
         self.results: list[SynthResult] = []
-        self.engine_error: str | None = None
+        self.engine_error: EngineError | None = None
         self.output_error: str | None = None  # OUT could not be written: disk full, I/O error
         self.left_pending: list[str] = []  # in flight when stopped, taken down by an engine failure, or not written
         self.wall_seconds = 0.0
@@ -124,7 +125,7 @@ class SynthRun:
             self.engine, prompts, LoadShape(concurrency=self.concurrency),
             keep_pcm=True, keep_records=False, on_record=sink_record, stop=self.stop, grace_s=self.grace_s,
         )
-        self.engine_error = driven.engine_error.reason if driven.engine_error is not None else None
+        self.engine_error = driven.engine_error
         self.left_pending = driven.left_pending + self._unwritten
         self.wall_seconds = driven.wall_seconds
         return self.results

@@ -32,7 +32,7 @@ def prompt_for(row: ManifestRow, resolved: ResolvedProfile, *, max_new_tokens: i
         reference=str(row.prompt_wav) if row.prompt_wav else None,
         load=lambda: request_from_row(row, max_new_tokens=max_new_tokens, seed=seed),
         text=row.text,
-        item=row,
+        row=row,
     )
 
 
@@ -51,8 +51,8 @@ class RowSink:
         )
 
     def finish(self, record: RequestRecord) -> SynthResult:
-        row = record.prompt.item if record.prompt is not None else None
-        assert isinstance(row, ManifestRow), "synth's prompts carry their manifest row (prompt_for)"
+        row = record.prompt.row if record.prompt is not None else None
+        assert row is not None, "synth's prompts carry their manifest row (prompt_for)"
         result = SynthResult(
             utt=row.utt, status=Status.FAILED, line=row.line_no, input_digest=input_digest(row),
             profile_digest=self.resolved.digest, error=record.error,

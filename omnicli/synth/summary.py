@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from omnicli import __version__
 from omnicli.atomic import write_json_atomic
+from omnicli.engine.request import EngineError
 from omnicli.manifest import Manifest
 from omnicli.runtime.clock import utc_now
 from omnicli.synth.plan import SUMMARY, latest_result_lines
@@ -46,7 +47,7 @@ def build_synth_summary(
     resolved: ProfileFacts,
     limit: int | None = None,
     interrupted: bool = False,
-    engine_error: str | None = None,
+    engine_error: EngineError | None = None,
     output_error: str | None = None,
     retainer: Retainer | None = None,
     started_at: str = "",
@@ -81,7 +82,7 @@ def build_synth_summary(
         interrupted=interrupted,
         # A stop the user asked for is not an engine error, though it may look like one
         # (vLLM aborts its requests on a terminal's Ctrl-C; a forced exit ends its start-up).
-        engine_error=None if interrupted else engine_error or (run.engine_error if run else None),
+        engine_error=None if interrupted else _text(engine_error or (run.engine_error if run else None)),
         output_error=output_error,
         this_run=ThisRun(
             attempted=len(this_run),
@@ -124,3 +125,7 @@ def write_summary_or_drop(out_dir: Path, summary: SynthSummary) -> str | None:
             (out_dir / SUMMARY).unlink(missing_ok=True)
         return f"cannot write to {out_dir}: {exc}"
     return None
+
+
+def _text(error: EngineError | None) -> str | None:
+    return None if error is None else str(error)

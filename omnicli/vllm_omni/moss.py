@@ -148,7 +148,7 @@ class MossRequestBuilder:
     def conversation(self, request: TTSRequest, codes: Any) -> tuple[list[Any], str]:
         """The processor's conversation and mode: continuation with the reference's transcript, else generation."""
         fields: dict[str, Any] = {"text": request.text}
-        language = getattr(request, "language", None) or self.options.get("language")
+        language = request.language or self.options.get("language")
         if language:
             fields["language"] = language
         ref_text = (request.ref_text or "").strip()

@@ -139,7 +139,7 @@ class Qwen3RequestBuilder:
 
     # -- additional_information ---------------------------------------------------
     def language(self, request: TTSRequest) -> str:
-        language = (getattr(request, "language", None) or self.options.get("language") or "Auto").title()
+        language = (request.language or self.options.get("language") or "Auto").title()
         if language not in self.ckpt.language_names:
             raise RequestInvalid(
                 f"language {language!r} is not supported by this checkpoint (supported: "
@@ -164,7 +164,7 @@ class Qwen3RequestBuilder:
                     f"voice {voice!r} is not one of this checkpoint's speakers ({', '.join(self.ckpt.speakers)})"
                 )
             info["speaker"] = [voice]
-        instruct = getattr(request, "instruct", None) or self.options.get("instruct") or ""
+        instruct = request.instruct or self.options.get("instruct") or ""
         if task == "VoiceDesign" and not instruct.strip():
             raise RequestInvalid(
                 "a VoiceDesign checkpoint needs an instruction (the row's `instruct` or model_options.instruct)"
