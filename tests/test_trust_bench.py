@@ -331,3 +331,23 @@ def test_a_resume_whose_engine_cannot_start_does_not_count_a_redone_row_ok(tmp_p
     summary = json.loads((out / SUMMARY).read_text())
     assert (summary["num_ok"], summary["num_pending"]) == (2, 1)  # was: 3 ok, 0 pending
     assert summary["this_run"]["left_pending"] == ["u01"]  # was: []
+
+
+@pytest.mark.engine
+def test_a_bad_seed_fails_its_request_and_the_real_engine_serves_the_next(engine_harness):
+    """The real vLLM talker: a string seed handed on would kill its engine core's input thread
+    (every request then waits for the stage timeout); it fails that request only."""
+    engine = engine_harness.engine
+
+    async def attempt():
+        with pytest.raises(RequestFailed, match="seed must be an integer"):
+            async for _ in engine.generate(TTSRequest("bad-seed", "Hello there.", seed="abc")):  # type: ignore[arg-type]
+                pass
+        with pytest.raises(ValueError, match="seed must be an integer"):  # below the engine's own check too
+            async for _ in engine.talker.generate("bad-seed#1", [1, 2, 3], 4, "abc"):
+                pass
+        return [c async for c in engine.generate(TTSRequest("after", "Hello there.", seed=1, max_new_tokens=8))]
+
+    chunks = engine_harness.run(asyncio.wait_for(attempt(), 120))
+    assert chunks[-1].is_last and chunks[-1].info is not None
+    assert engine.fault() is None and not engine.talker.errored()

@@ -289,7 +289,7 @@ def appendable_text(path: str | Path) -> str:
     try:
         text = read_user_text(path)
     except UserFileError as exc:
-        raise ResultFileError(f"--append-result {exc}: not a result file to append to") from None
+        raise ResultFileError(f"--append-result {exc.path}: {exc.reason}") from None
     try:
         objects = _parse_results(text)
     except ValueError as exc:
