@@ -11,6 +11,7 @@ other requests go on. `EngineDead` says the engine as a whole stopped
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,8 @@ def field_problem(name: str, value: object) -> str | None:
     if name == "max_new_tokens":
         ok = value is None or (whole and 1 <= value <= MAX_TOKEN_CAP)  # type: ignore[operator]
         return None if ok else f"must be an integer from 1 to {MAX_TOKEN_CAP} (or null)"
-    if name == "ref_sample_rate":
-        ok = value is None or (whole and value > 0)  # type: ignore[operator]
+    if name == "ref_sample_rate":  # stays in this process: numpy's integers too
+        ok = value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > 0)
         return None if ok else "must be a positive integer (or null)"
     return None
 
