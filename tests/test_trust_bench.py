@@ -90,6 +90,8 @@ def test_a_request_names_its_first_bad_field():
         ('{"ref_text": null}', "ref_text"),
         ('{"max_new_tokens": "5"}', "max_new_tokens"),
         ('{"max_tokens": true}', "max_new_tokens"),
+        ('{"temperature": "hot"}', "temperature"),  # was: named as `--set talker.temperature`
+        ('{"top_k": 1.5}', "top_k"),
     ],
 )
 def test_an_extra_body_field_of_the_wrong_type_exits_2_naming_it(no_engine, body, field):

@@ -107,6 +107,11 @@ def vllm_compat(
         raise OptionError(f"max_new_tokens {why} (got {cap!r:.80})",
                           option="--extra-body" if cap in given_caps[2:] else "--max-new-tokens")
     for key in ("temperature", "top_p", "top_k", "repetition_penalty"):  # vLLM merges sampling flags into the body
+        value = body.get(key)
+        number = isinstance(value, int if key == "top_k" else (int, float)) and not isinstance(value, bool)
+        if value is not None and not number:  # the profile checks the range; the type is named here, as given
+            raise OptionError(f"{key} must be {'an integer' if key == 'top_k' else 'a number'} (got {value!r:.80})",
+                              option="--extra-body")
         if sampling.get(key) is None and key in body:
             sampling[key] = body.pop(key)
         body.pop(key, None)
