@@ -299,6 +299,7 @@ def test_fields_of_result_filename_are_names_not_paths():
     assert name == "team_a-profiles_x.yaml-c4.json"  # was: team/a-profiles/x.yaml-c4.json (two subfolders)
     assert run_filename("{label}.json", {**doc, "label": ".."}, profile_label="", one_file_per_run=False) == "__.json"
     assert run_filename("runs/{label}.json", doc, profile_label="", one_file_per_run=False) == "runs/team_a.json"
+    assert run_filename("c{concurrency:03d}.json", doc, profile_label="", one_file_per_run=False) == "c004.json"
 
 
 def test_bench_report_into_a_read_only_folder_names_the_report(no_engine, read_only):  # noqa: F811

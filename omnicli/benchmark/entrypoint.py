@@ -305,15 +305,19 @@ class _Run:
         finally:
             self.stop._attach(None, None)
 
+    def _error_text(self) -> str | None:
+        """The error that ended the run as the result file records it (an error not the engine's: with its type)."""
+        if self.error is None or isinstance(self.error, (EngineFailure, EngineStartError)):
+            return None if self.error is None else str(self.error)
+        return f"{type(self.error).__name__}: {self.error}"
+
     def write(self, *, forced: bool = False) -> int:
         """The report of the completed passes (`_report`); returns 0 or 1 (some failed)."""
         session, args = self.session, self.args
         results = list(session.results) if session is not None else []
         interrupted = forced or self.stop.requested
         unfinished = session.unfinished if session is not None else None
-        error = None if interrupted else (session.engine_error if session is not None else None) or (
-            None if self.error is None else str(self.error) if isinstance(self.error, (EngineFailure, EngineStartError))
-            else f"{type(self.error).__name__}: {self.error}")
+        error = None if interrupted else (session.engine_error if session is not None else None) or self._error_text()
         if args.ray is None:
             return report_passes(
                 results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error, forced=forced

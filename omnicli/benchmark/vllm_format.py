@@ -251,7 +251,7 @@ def run_filename(template: str, doc: Mapping[str, Any], *, profile_label: str, o
     if check_filename_template(template):
         # A value is one name, never a path: `/` in a label or a profile's file name is replaced, as in the
         # default name (the template's own `/` still names a subfolder, as the user wrote it).
-        name = template.format_map({key: _one_name(value) for key, value in values.items()})
+        name = template.format_map({k: _one_name(v) if isinstance(v, str) else v for k, v in values.items()})
     elif one_file_per_run:
         path = Path(template)
         profile = f"-{_one_name(profile_label)}" if profile_label else ""
