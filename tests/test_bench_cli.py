@@ -107,7 +107,9 @@ def test_engine_start_failure_exits_3(monkeypatch, tmp_path):
     assert result.exit_code == 3
     text = " ".join(result.output.split())  # undo terminal wrapping
     assert "'default' failed to start" in text and "talker process exited" in text
-    assert list(tmp_path.iterdir()) == []  # nothing measured, nothing written
+    (written,) = tmp_path.glob("omni-bench-*.json")  # nothing measured: the file says why (issue 31)
+    doc = json.loads(written.read_text())
+    assert doc["runs"] == [] and "talker process exited" in doc["engine_error"]
 
 
 @pytest.mark.engine

@@ -26,7 +26,7 @@ from omnicli.benchmark.outputs import ReportPlan, report_passes
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EnginesPass, PassResult, ProfileRun
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
 from omnicli.driver.pool import EngineFacts, EnginePool, EngineStartError, LocalPool, RoundResult
-from omnicli.errors import UsageError
+from omnicli.errors import EngineFailure, UsageError
 
 if TYPE_CHECKING:
     from omnicli.benchmark.audio_out import RoundOutputs
@@ -190,18 +190,33 @@ def load_bench_prompts(args: BenchArgs) -> PromptSet:
     return prompt_set
 
 
-def check_outputs(report: ReportPlan, outputs: RoundOutputs) -> None:
+def check_outputs(report: ReportPlan, outputs: RoundOutputs,
+                  runs: Sequence[tuple[str, LoadShape, str]] = ()) -> None:
     """Every path the run will write, checked before any engine starts (UsageError): results
-    that cannot be written at the end would waste the whole benchmark."""
+    that cannot be written at the end would waste the whole benchmark. `runs` (profile label,
+    load shape, model): the per-run files --append-result will append to, checked too."""
     from omnicli.atomic import folder_write_error
+    from omnicli.benchmark.outputs.vllm import append_targets
+    from omnicli.benchmark.vllm_format import appendable_text
+
+    files = report.vllm
+    if files is not None and files.save and files.append:
+        for target in append_targets(files, report.result_dir or Path("."), report.date, report.result_filename, runs):
+            appendable_text(target)  # ResultFileError (exit 2) when it is not a file of result objects
 
     for option, path in (("--csv", report.csv_path), ("--plot", report.plot)):
         if path is not None and path.is_dir():
             raise UsageError(f"{option} {path}: is a folder; give a file name")
-    folders = [("--result-dir", report.path.parent if report.path is not None else None),
+    page = report.report_file
+    # The summary file goes beside the --report page when nothing else names its folder: say so.
+    by_page = page is not None and report.result_dir is None and report.path is not None \
+        and report.path.parent == page.parent
+    folders = [("--result-dir" if not by_page else f"--report {page}",
+                report.path.parent if report.path is not None else None),
                ("--save-result", (report.result_dir or Path(".")) if report.vllm is not None else None),
                ("--csv", report.csv_path.parent if report.csv_path is not None else None),
-               ("--plot", report.plot.parent if report.plot is not None else None)]
+               ("--plot", report.plot.parent if report.plot is not None else None),
+               (f"--report {page}", page.parent if page is not None and not by_page else None)]
     problems = [f"{option}: {why}" for option, folder in folders
                 if folder is not None and (why := folder_write_error(folder))]
     if (why := outputs.check()) is not None:
@@ -254,7 +269,9 @@ class _Run:
         if args.interleave and args.rounds < 3:
             observer.info(f"--interleave with {args.rounds} round(s): medians and ratios only; "
                           "an interval needs --rounds 3 or more")
-        check_outputs(args.report, self.outputs)
+        appending = args.report.vllm is not None and args.report.vllm.append
+        check_outputs(args.report, self.outputs, [(run.label, shape, run.profile.profile.model) for run in args.runs
+                                                  for shape in args.shapes] if appending else [])
         self.session: BenchSession | None = None
         self.error: BaseException | None = None
 
@@ -282,8 +299,17 @@ class _Run:
             asyncio.run(main())
         except (EngineStartError, EngineError) as exc:  # reported with the completed passes
             self.error = exc
+        except Exception as exc:  # not the engine's failure (exit 3): recorded with what finished, then raised
+            self.error = exc
+            raise
         finally:
             self.stop._attach(None, None)
+
+    def _error_text(self) -> str | None:
+        """The error that ended the run as the result file records it (an error not the engine's: with its type)."""
+        if self.error is None or isinstance(self.error, (EngineFailure, EngineStartError)):
+            return None if self.error is None else str(self.error)
+        return f"{type(self.error).__name__}: {self.error}"
 
     def write(self, *, forced: bool = False) -> int:
         """The report of the completed passes (`_report`); returns 0 or 1 (some failed)."""
@@ -291,8 +317,7 @@ class _Run:
         results = list(session.results) if session is not None else []
         interrupted = forced or self.stop.requested
         unfinished = session.unfinished if session is not None else None
-        error = None if interrupted else (session.engine_error if session is not None else None) or (
-            None if self.error is None else str(self.error))
+        error = None if interrupted else (session.engine_error if session is not None else None) or self._error_text()
         if args.ray is None:
             return report_passes(
                 results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error, forced=forced
@@ -308,6 +333,25 @@ class _Run:
                        engine_error=error, forced=forced)
 
 
+def _drive(run: _Run, args: BenchArgs, observer: BenchRunObserver) -> BenchSession:
+    """The session of `run`, on this process's engine or on a Ray cluster, driven to its end."""
+    if args.ray is None:
+        session = run.new_session(args.runs, _local_pools(args.request_fields))
+        run.drive(session)
+        return session
+    from omnicli.driver.ray_pool import RayPool
+    from omnicli.runtime.cluster import RayCluster
+
+    with RayCluster(args.ray.address, args.ray.resources, quiet=args.ray.quiet) as cluster:
+        cluster.check_fits()
+        if cluster.ray is None:
+            raise RuntimeError("the Ray cluster is not connected")
+        session = run.new_session(args.runs[:1], RayPool.factory(cluster.ray, args.ray.resources))
+        run.drive(session)
+        observer.engine_closing(args.runs[0])  # leaving the cluster (shut down when we started it)
+    return session
+
+
 def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> BenchOutcome:
     """Runs `args` (see the module doc); UsageError before any engine starts on bad input."""
     run = _Run(args, observer, stop)
@@ -316,20 +360,14 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
         run.write(forced=True)
 
     stop._partial = write_partial
-    if args.ray is None:
-        session = run.new_session(args.runs, _local_pools(args.request_fields))
-        run.drive(session)
-    else:
-        from omnicli.driver.ray_pool import RayPool
-        from omnicli.runtime.cluster import RayCluster
-
-        with RayCluster(args.ray.address, args.ray.resources, quiet=args.ray.quiet) as cluster:
-            cluster.check_fits()
-            if cluster.ray is None:
-                raise RuntimeError("the Ray cluster is not connected")
-            session = run.new_session(args.runs[:1], RayPool.factory(cluster.ray, args.ray.resources))
-            run.drive(session)
-            observer.engine_closing(args.runs[0])  # leaving the cluster (shut down when we started it)
+    try:
+        session = _drive(run, args, observer)
+    except Exception:
+        if run.error is not None:  # the run failed for a reason of its own: what finished is still written
+            with stop.save_lock:
+                stop._partial = None
+                run.write()
+        raise
     observer.writing()
     bench_eval, outputs = args.bench_eval, run.outputs
     if bench_eval is not None and run.error is None and not stop.requested and outputs.error is None:

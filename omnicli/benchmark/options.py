@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
 from omnicli.benchmark.outputs import ReportPlan, VllmFiles
 from omnicli.benchmark.session import ProfileRun
-from omnicli.engine.request import TTSRequest
+from omnicli.engine.request import TTSRequest, field_problem
 from omnicli.errors import UsageError
 from omnicli.runtime.clock import utc_now
 
@@ -103,9 +103,15 @@ def vllm_compat(
         raise OptionError(f"different token caps given ({', '.join(map(str, sorted(caps)))})",
                           option="--max-new-tokens")
     cap = caps.pop() if caps else None
-    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-        raise OptionError(f"max_new_tokens must be a positive integer (got {cap!r})", option="--extra-body")
+    if (why := field_problem("max_new_tokens", cap)) is not None:
+        raise OptionError(f"max_new_tokens {why} (got {cap!r:.80})",
+                          option="--extra-body" if cap in given_caps[2:] else "--max-new-tokens")
     for key in ("temperature", "top_p", "top_k", "repetition_penalty"):  # vLLM merges sampling flags into the body
+        value = body.get(key)
+        number = isinstance(value, int if key == "top_k" else (int, float)) and not isinstance(value, bool)
+        if value is not None and not number:  # the profile checks the range; the type is named here, as given
+            raise OptionError(f"{key} must be {'an integer' if key == 'top_k' else 'a number'} (got {value!r:.80})",
+                              option="--extra-body")
         if sampling.get(key) is None and key in body:
             sampling[key] = body.pop(key)
         body.pop(key, None)
@@ -113,6 +119,9 @@ def vllm_compat(
     not_extras = {"request_id", "text", "ref_audio", "ref_sample_rate", "max_new_tokens"}
     request_keys = {f.name for f in dataclasses.fields(TTSRequest)} - not_extras
     fields = {k: v for k, v in body.items() if k in request_keys}
+    for key, value in fields.items():  # copied into every request: a wrong type must stop here, not in vLLM
+        if (why := field_problem(key, value)) is not None:
+            raise OptionError(f"{key} {why} (got {value!r:.80})", option="--extra-body")
     unused = [k for k in body if k not in request_keys]
     if unused:
         notes.append(f"--extra-body: {', '.join(unused)} not used by omni's requests (ignored)")
@@ -128,7 +137,8 @@ def parsed(parse: Callable[..., T], value: object, hint: str) -> T:
 
 
 # The option a LoadShape's ValueError is about, by the start of its message.
-_SHAPE_HINTS = {"burstiness": "--burstiness", "request rate": "--request-rate", "concurrency": "--concurrency"}
+_SHAPE_HINTS = {"burstiness": "--burstiness", "request rate": "--request-rate", "concurrency": "--concurrency",
+                "ramp-up start rate": "--ramp-up-start-rps", "ramp-up end rate": "--ramp-up-end-rps"}
 
 
 def parse_concurrency(text: str | None) -> list[int | None]:

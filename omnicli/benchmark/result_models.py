@@ -528,3 +528,22 @@ class VllmRunResult(BaseModel):
             elif not isinstance(value, str):
                 raise ValueError(f"{key}: not a result key, and not a --metadata string (got {value!r})")
         return self
+
+
+def metadata_problem(key: str, value: str) -> str | None:
+    """Why `--metadata KEY=VALUE` cannot go into a `VllmRunResult` file, or None. A new key is any
+    string; a key of the file's own (`num_prompts`, a statistic) must still read as its type, as
+    the file is checked when written (checked before the run, so the run's figures are not lost)."""
+    from pydantic import TypeAdapter
+
+    if _STAT_KEY.fullmatch(key):
+        return f"{key} is one of the result file's statistics (a number, written by the run): choose another key"
+    field = VllmRunResult.model_fields.get(key)
+    if field is None or field.annotation is None:
+        return None
+    try:
+        TypeAdapter(field.annotation).validate_python(value)  # lax, as the file's check: "100" reads as an int
+    except ValidationError as exc:
+        return (f"{key} is one of the result file's own keys, and {value!r} does not read as one "
+                f"({exc.errors()[0]['msg']}): give a valid value or another key")
+    return None

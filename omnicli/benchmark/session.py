@@ -21,7 +21,7 @@ to finish, the round they belong to is dropped (`session.unfinished` names
 it: an incomplete round would mislead; the pass's finished rounds are kept,
 as a pass of fewer rounds), the engine is closed and no further profile is
 started. `unfinished` also names the phase an engine failure
-ended.
+ended; the pass it belonged to keeps its finished rounds as well.
 
 With `plan.interleave` the profiles' rounds alternate (A r1, B r1, A r2, ...)
 so that load drifting on the machine falls on every profile alike (see
@@ -319,8 +319,8 @@ class BenchSession:
             for r in range(self.plan.rounds):
                 try:
                     _add(rounds, await self._round(index, started, shape, r))
-                except _Stopped:
-                    if any(rounds):  # the rounds that finished are kept (a pass of fewer rounds); the cut one is not
+                except BaseException:  # a stop, the engine's death, anything: the rounds that finished are kept
+                    if any(rounds):  # (a pass of fewer rounds); the cut one is not
                         self._keep(self._pass_result(started, shape, rounds, started_at, warm))
                     raise
                 if self._engine_failed(rounds):
@@ -419,8 +419,8 @@ class BenchSession:
                         _add(rounds[index], await self._round(index, engines, shape, r))
                     finally:
                         await self._close(engines)
-        except _Stopped:
-            keep()  # the rounds that finished are kept; the cut one is not
+        except BaseException:  # a stop, an engine that died or could not start again: the rounds that
+            keep()  # finished are kept; the cut one is not
             raise
         keep()
 

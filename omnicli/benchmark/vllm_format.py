@@ -70,12 +70,17 @@ KEY_NOTES = {
 
 def parse_metadata(items: Iterable[str] | None) -> dict[str, str]:
     """`["version=0.3", "tp=1"]` -> {"version": "0.3", "tp": "1"}: vLLM splits at the first '='
-    and strips both sides. Raises ValueError naming the bad item."""
+    and strips both sides. Raises ValueError naming the bad item, or one that overrides a key of the
+    file's own with a value not of its type (`num_prompts=abc`)."""
+    from omnicli.benchmark.result_models import metadata_problem
+
     out: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"{item!r} is not KEY=VALUE")
+        if (problem := metadata_problem(key.strip(), value.strip())) is not None:
+            raise ValueError(f"{item!r}: {problem}")
         out[key.strip()] = value.strip()
     return out
 
@@ -244,33 +249,76 @@ def run_filename(template: str, doc: Mapping[str, Any], *, profile_label: str, o
               "model": str(doc.get("model_id") or "model").split("/")[-1],
               "date": doc["date"]}
     if check_filename_template(template):
-        name = template.format_map(values)
+        # A value is one name, never a path: `/` in a label or a profile's file name is replaced, as in the
+        # default name (the template's own `/` still names a subfolder, as the user wrote it).
+        name = template.format_map({k: _one_name(v) if isinstance(v, str) else v for k, v in values.items()})
     elif one_file_per_run:
         path = Path(template)
-        name = f"{path.stem}-{profile_label}-{_shape_part(doc)}{path.suffix or '.json'}" if profile_label else \
-            f"{path.stem}-{_shape_part(doc)}{path.suffix or '.json'}"
+        profile = f"-{_one_name(profile_label)}" if profile_label else ""
+        name = f"{path.stem}{profile}-{_shape_part(doc)}{path.suffix or '.json'}"
     else:
         name = template
     return name.replace("#", "_")
 
 
+def _one_name(value: object) -> str:
+    name = str(value).replace("/", "_").replace("\\", "_")
+    return "_" * len(name) if name in (".", "..") else name
+
+
 def write_result(path: str | Path, doc: Mapping[str, Any], *, append: bool = False) -> Path:
     """Writes one result object; with `append`, after whatever the file holds, separated by a
     newline, byte for byte as vLLM's `--append-result` writes (no newline after the last one).
-    Atomic either way."""
+    Atomic either way. ResultFileError when an existing file is not one to append to."""
     path = Path(path)
-    before = path.read_text(encoding="utf-8") if append and path.exists() else ""
+    before = appendable_text(path) if append else ""
     return write_text_atomic(path, before + ("\n" if before else "") + json.dumps(doc))
+
+
+def appendable_text(path: str | Path) -> str:
+    """What the `--append-result` target `path` holds ("" when it does not exist yet). ResultFileError
+    (exit 2) naming it when it is not a file of result objects: not a regular file (a FIFO, a device,
+    a folder), over the size bound, not UTF-8, not JSON objects. Checked before the run and again
+    when written."""
+    from omnicli.benchmark.result_models import ResultFileError
+    from omnicli.runtime.files import UserFileError, read_user_text
+
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return ""
+    try:
+        text = read_user_text(path)
+    except UserFileError as exc:
+        raise ResultFileError(f"--append-result {exc.path}: {exc.reason}") from None
+    try:
+        objects = _parse_results(text)
+    except ValueError as exc:
+        raise ResultFileError(f"--append-result {path}: not a result file to append to ({exc})") from None
+    if (bad := next((o for o in objects if not isinstance(o, dict)), None)) is not None:
+        raise ResultFileError(f"--append-result {path}: not a result file to append to "
+                              f"(holds {type(bad).__name__} where result objects go)")
+    return text
 
 
 def read_results(path: str | Path) -> list[dict]:
     """Every object in a result file (one, or several appended): how tools read them back."""
-    decoder, text, i = json.JSONDecoder(), Path(path).read_text(encoding="utf-8"), 0
-    out: list[dict] = []
+    from omnicli.runtime.files import read_user_text
+
+    return _parse_results(read_user_text(path))
+
+
+def _parse_results(text: str) -> list[Any]:
+    """The JSON values of `text`, one after the other (whitespace between); ValueError (a
+    JSONDecodeError, or too deeply nested) at the first that does not parse."""
+    decoder, i = json.JSONDecoder(), 0
+    out: list[Any] = []
     while True:
         while i < len(text) and text[i].isspace():
             i += 1
         if i >= len(text):
             return out
-        obj, i = decoder.raw_decode(text, i)
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except RecursionError:
+            raise ValueError(f"nested too deeply at char {i}") from None
         out.append(obj)

@@ -50,6 +50,10 @@ class LoadShape:
             rates = (self.ramp_start, self.ramp_end)
             if any(r is None or not math.isfinite(r) or r <= 0 for r in rates):
                 raise ValueError(f"a ramp-up needs finite start and end rates > 0 (got {rates[0]}, {rates[1]})")
+            for which, rate in zip(("start", "end"), rates):  # the floor of --request-rate, for the same reason
+                if rate is not None and rate < MIN_REQUEST_RATE:
+                    raise ValueError(f"ramp-up {which} rate must be at least {MIN_REQUEST_RATE:g} per second "
+                                     f"(one request per {1 / MIN_REQUEST_RATE:g} s; got {rate})")
             if math.isfinite(self.request_rate):
                 raise ValueError("a ramp-up sets the request rate itself: leave the request rate out")
         if self.concurrency is not None and self.concurrency < 1:

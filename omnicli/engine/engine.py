@@ -47,6 +47,7 @@ from omnicli.engine.request import (
     RequestFailed,
     RequestInfo,
     TTSRequest,
+    request_problem,
 )
 from omnicli.engine.talker import Talker
 from omnicli.engine.windowed import WindowChunker, WindowCodec, WindowedRunner
@@ -233,7 +234,7 @@ class Engine:
             raise EngineDead(self._dead)
         info = RequestInfo(submitted_at=time.perf_counter())
         rid = f"{request.request_id}#{next(self._ids)}"  # unique even when a caller repeats ids
-        if (problem := self.adapter.check_text(request.text)) is not None:
+        if (problem := request_problem(request) or self.adapter.check_text(request.text)) is not None:
             raise RequestFailed(request.request_id, problem, info)
         ref_codes = await self._reference_codes(request, info)
         if request.voice and not self.adapter.uses_voice:

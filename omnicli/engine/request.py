@@ -11,6 +11,7 @@ other requests go on. `EngineDead` says the engine as a whole stopped
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,46 @@ class TTSRequest:
     voice: str | None = None
     instruct: str | None = None  # a voice described in words (Qwen3-TTS VoiceDesign; JSONL `instruct`)
     language: str | None = None  # None = the profile's (model_options.language), else the model's auto
+
+
+# What each caller-settable field of a `TTSRequest` takes (`--extra-body` sets them; a manifest row some):
+# a wrong type must fail that request alone, never reach vLLM (a string seed kills its engine core's
+# input thread). Seeds are vLLM's range (a torch.long); a token cap past 2**31 - 1 asks for nothing real.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_TOKEN_CAP = 2**31 - 1
+_TEXT_FIELDS = ("text", "ref_text")  # strings
+_OPTIONAL_TEXT_FIELDS = ("voice", "instruct", "language")  # a string or None
+
+
+def field_problem(name: str, value: object) -> str | None:
+    """Why `value` cannot be the `TTSRequest` field `name` ("must be ..."), or None when it can."""
+    if name in _TEXT_FIELDS:
+        return None if isinstance(value, str) else "must be a string"
+    if name in _OPTIONAL_TEXT_FIELDS:
+        return None if value is None or isinstance(value, str) else "must be a string (or null)"
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if name == "seed":
+        ok = value is None or (whole and INT64_MIN <= value <= INT64_MAX)  # type: ignore[operator]
+        return None if ok else f"must be an integer from {INT64_MIN} to {INT64_MAX} (or null)"
+    if name == "max_new_tokens":
+        ok = value is None or (whole and 1 <= value <= MAX_TOKEN_CAP)  # type: ignore[operator]
+        return None if ok else f"must be an integer from 1 to {MAX_TOKEN_CAP} (or null)"
+    if name == "ref_sample_rate":  # stays in this process: numpy's integers too
+        ok = value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > 0)
+        return None if ok else "must be a positive integer (or null)"
+    return None
+
+
+CHECKED_FIELDS = ("text", "ref_text", "voice", "instruct", "language", "seed", "max_new_tokens", "ref_sample_rate")
+
+
+def request_problem(request: TTSRequest) -> str | None:
+    """The first field of `request` an engine must not hand on (`field: must be ...; got ...`), or None."""
+    for name in CHECKED_FIELDS:
+        value = getattr(request, name, None)
+        if (why := field_problem(name, value)) is not None:
+            return f"{name} {why} (got {value!r:.80})"
+    return None
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from omnicli.engine.busy import BusyClock
 from omnicli.engine.prefill_gate import PrefillGate, prefill_budget
-from omnicli.engine.request import EngineError
+from omnicli.engine.request import EngineError, field_problem
 from omnicli.runtime.orphans import OrphanGuard
 from omnicli.runtime.quiet import quiet_vllm
 
@@ -185,6 +185,10 @@ class Talker:
     ) -> AsyncIterator[TalkerDelta]:
         if self._llm is None:
             raise EngineError("the talker is shut down")
+        for name, value in (("seed", seed), ("max_new_tokens", max_tokens)):
+            # vLLM checks these in its engine core's input thread, which dies on a bad one (every request with it)
+            if (why := field_problem(name, value)) is not None:
+                raise ValueError(f"{name} {why} (got {value!r:.80})")
         llm, params = self._llm, self._sampling_params(max_tokens, seed)
         gate, waiting = self.prefill_gate, len(prompt)
         await gate.acquire(waiting)  # the profile's prefill budget, where vLLM cannot keep it (see prefill_gate)

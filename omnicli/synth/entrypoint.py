@@ -202,6 +202,7 @@ class SynthJob:
         self.started_at = utc_now()
         self.manifest: Manifest | None = None  # the rows of this run (after --limit and --shard), once prepared
         self.retainer: Retainer | None = None
+        self.redone: set[str] = set()  # utts whose earlier row the plan does not trust (changed, no digest)
         self.run_obj: RowRun | None = None
         self.engine_error: EngineError | None = None  # the start failure or the EngineDead that ended the run
         self.output_error: str | None = None  # OUT could not be written: the run stopped
@@ -230,6 +231,7 @@ class SynthJob:
             self._lock.release()
             raise
         self.manifest = manifest
+        self.redone = set(plan.changed) | set(plan.undigested)
         self.retainer = Retainer.from_option(self.args.keep_failed)
         return plan
 
@@ -408,6 +410,7 @@ class SynthJob:
             self.manifest, self.args.out, run, resolved=self.args.resolved, limit=self.args.limit,
             interrupted=interrupted, engine_error=self.engine_error, output_error=self.output_error,
             retainer=self.retainer, started_at=self.started_at, shard=str(self.args.shard) if self.args.shard else None,
+            redone=self.redone,
         )
         unwritten = write_summary_or_drop(self.args.out, summary)
         if unwritten is not None:

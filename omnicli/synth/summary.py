@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,10 +53,20 @@ def build_synth_summary(
     retainer: Retainer | None = None,
     started_at: str = "",
     shard: str | None = None,
+    redone: Collection[str] = (),
 ) -> SynthSummary:
     """Totals over every row of `manifest` (already cut by --limit and --shard; `limit` and
-    `shard` are only recorded), from results.jsonl: this run and earlier ones."""
+    `shard` are only recorded), from results.jsonl: this run and earlier ones.
+
+    `redone`: utts the plan redid because their earlier row cannot be trusted (changed in the
+    manifest, or no input digest): that row never counts; one this run did not finish again
+    (the engine failed to start, a stop) is pending, and listed in `left_pending`."""
     latest = latest_result_lines(out_dir)
+    this_run = list(run.results) if run else []
+    finished_now = {r.utt for r in this_run}
+    stale = [row.utt for row in manifest.rows if row.utt in redone and row.utt not in finished_now]
+    for utt in stale:
+        latest.pop(utt, None)
     num_ok, ok_audio, failed = 0, 0.0, []
     for row in manifest.rows:
         line = latest.get(row.utt)
@@ -66,7 +77,6 @@ def build_synth_summary(
         elif result is not None:
             failed.append(result)
     del latest
-    this_run = list(run.results) if run else []
     run_audio = sum(r.audio_seconds for r in this_run)
     wall = run.wall_seconds if run else 0.0
     num_rows = len(manifest.rows)
@@ -88,7 +98,7 @@ def build_synth_summary(
             attempted=len(this_run),
             ok=sum(r.status == Status.OK for r in this_run),
             failed=sum(r.status == Status.FAILED for r in this_run),
-            left_pending=list(run.left_pending) if run else [],
+            left_pending=list(dict.fromkeys([*(run.left_pending if run else []), *stale])),
             wall_seconds=round(wall, 3),
             audio_seconds=round(run_audio, 3),
             audio_throughput=round(run_audio / wall, 4) if wall else 0.0,

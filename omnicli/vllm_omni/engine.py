@@ -42,6 +42,7 @@ from omnicli.engine.request import (
     RequestFailed,
     RequestInfo,
     TTSRequest,
+    request_problem,
 )
 from omnicli.runtime.orphans import OrphanGuard, is_resource_tracker, terminate_tree
 from omnicli.runtime.quiet import quiet_vllm
@@ -235,6 +236,8 @@ class OmniEngine:
         if self._dead is not None:
             raise EngineDead(self._dead)
         info = RequestInfo(submitted_at=time.perf_counter())
+        if (problem := request_problem(request)) is not None:  # a bad seed must not reach a stage's input thread
+            raise RequestFailed(request.request_id, problem, info)
         loop = asyncio.get_running_loop()
         try:
             built = await loop.run_in_executor(self._pool, self._builder.build, request)

@@ -105,9 +105,9 @@ def report_passes(
         err_console.print(f"[yellow]{unfinished}[/yellow] was {why} and is not reported "
                           "(an incomplete pass would mislead)")
     if not results:
-        if interrupted and plan.path is not None:  # the result file says how it ended, with no pass to report
-            empty = build_document([], plan.started_at, plan.percentiles, interrupted=True, unfinished=unfinished,
-                                   ray=ray)
+        if (interrupted or engine_error) and plan.path is not None:  # the file says how it ended, with no pass
+            empty = build_document([], plan.started_at, plan.percentiles, interrupted=interrupted,
+                                   engine_error=engine_error, unfinished=unfinished, ray=ray)
             JsonFile(plan.path).finalize(empty)
         return 0
     if runs is None:

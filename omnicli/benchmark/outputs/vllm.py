@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from omnicli.runtime.console import err_console, note
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult
+    from omnicli.driver import LoadShape
 
 
 @dataclass
@@ -89,6 +91,30 @@ class VllmOutput:
                          "layout): json.load reads a single one; read it line by line "
                          "(omnicli.benchmark.vllm_format.read_results)")
         return written
+
+
+def append_targets(files: VllmFiles, folder: Path, date: str, result_filename: str | None,
+                   runs: Sequence[tuple[str, LoadShape, str]]) -> list[Path]:
+    """The files `--append-result` will append to, named as `VllmOutput.write` names them, for `runs`
+    (profile label, load shape, model) known before the run: checked before any engine starts."""
+    from omnicli.benchmark.vllm_format import BACKEND, run_filename
+    from omnicli.benchmark.vllm_format import result_filename as default_name
+
+    several_profiles = len({label for label, _, _ in runs}) > 1
+    paths: list[Path] = []
+    for label, shape, model in runs:
+        doc: dict[str, Any] = {"label": files.label or BACKEND, "model_id": model, "date": date,
+                               "max_concurrency": shape.concurrency,
+                               "request_rate": shape.request_rate if math.isfinite(shape.request_rate) else "inf"}
+        if shape.ramp_up is not None:
+            doc.update(ramp_up_strategy=shape.ramp_up, ramp_up_start_rps=shape.ramp_start,
+                       ramp_up_end_rps=shape.ramp_end)
+        profile = label if several_profiles else ""
+        name = default_name(doc, profile_label=profile or None) if result_filename is None else \
+            run_filename(result_filename, doc, profile_label=profile, one_file_per_run=False)
+        if folder / name not in paths:
+            paths.append(folder / name)
+    return paths
 
 
 def plot_timeline(result_path: Path, figures: dict[str, Any], thresholds: list[float]) -> None:
