@@ -117,7 +117,7 @@ def test_validate_names_the_profile_file_line_and_key(hostile_folder):
     ("  deploy_config:\n    stages:\n      - stage_id: 1\n        env: {PYTHONPATH: /x}\n",
      "p.yaml:6: vllm_omni.deploy_config.stages.0.env: not on"),
     ("  deploy_config:\n    stages:\n      - stage_id: 1\n        compilation_config: {backend: evil.compile}\n",
-     "p.yaml:6: vllm_omni.deploy_config.stages.0.compilation_config.backend: must be one of inductor, eager, "),
+     "p.yaml:6: vllm_omni.deploy_config.stages.0.compilation_config.backend: must be one of inductor, eager (got "),
     ("  deploy_config:\n    connectors:\n      shm: {name: EvilConnector}\n",
      "p.yaml:5: vllm_omni.deploy_config.connectors.shm.name: not on"),
     ("  deploy_config:\n    connectors:\n      shm:\n        extra: {custom_process_next_stage_input_func: m.f}\n",
@@ -338,3 +338,11 @@ def test_a_chain_of_1200_files_is_a_clear_error_not_a_recursion_error():
     [got] = info.value.problems
     assert got == (f"p{1200 - profile_loader.MAX_CHAIN}.yaml:1: base_config: an inheritance chain of more than "
                    f"{profile_loader.MAX_CHAIN} files (from p1199.yaml); flatten it")
+
+
+def test_a_profile_over_the_size_bound_is_refused_by_name():
+    write("big.yaml", "seed: 1\n" + "#" * profile_loader.MAX_PROFILE_BYTES + "\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile("big.yaml", platform="cpu")
+    assert info.value.problems == [f"big.yaml: cannot read profile: is {profile_loader.MAX_PROFILE_BYTES + 9} bytes, "
+                                   f"over the {profile_loader.MAX_PROFILE_BYTES}-byte limit for this file"]

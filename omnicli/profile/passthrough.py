@@ -109,7 +109,7 @@ SAMPLING = _mapping({
 
 COMPILATION = _mapping({
     "mode": INT, "level": INT,
-    "backend": _one_of("inductor", "eager", ""),  # other values are a Python path vLLM imports
+    "backend": _one_of("inductor", "eager"),  # other values are a Python path vLLM imports
     "cudagraph_mode": _one_of("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"),
     "cudagraph_capture_sizes": NUMS, "max_cudagraph_capture_size": INT, "cudagraph_num_of_warmups": INT,
     "inductor_compile_config": _free_mapping(SCALAR),
