@@ -135,3 +135,14 @@ def test_overlay_file_digest_and_passthrough(tmp_path):
     assert ov.digest == same.digest != other.digest
     reported = dict(build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["codec.threads=2"])).ignored)
     assert "codec.threads" in reported
+
+
+@needs_vllm_omni
+@pytest.mark.parametrize(("preset", "platform"),
+                         [("qwen3-tts", "cpu"), ("qwen3-tts", "cuda"), ("moss-tts-local", "cpu")])
+def test_no_stage_trusts_remote_code_though_the_packaged_file_says_true(tmp_path, resolver, preset, platform):
+    """qwen3_tts.yaml sets trust_remote_code: true per stage; vLLM would then import the auto_map code of
+    any folder a config key names. The overlay turns it off for every stage (issue 31)."""
+    _, _, deploy, stages = _resolved(tmp_path, resolver, preset, platform)
+    assert deploy.trust_remote_code is False
+    assert [s.yaml_engine_args.get("trust_remote_code") for s in stages.values()] == [False] * len(stages)

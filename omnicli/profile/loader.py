@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any, Optional
 import yaml
 from pydantic import ValidationError
 
+from omnicli.errors import UsageError
+from omnicli.profile.deploy_files import MAX_CHAIN, check_deploy_config
 from omnicli.profile.errors import ProfileError, did_you_mean, show_path
+from omnicli.profile.passthrough import PASSTHROUGH_SECTIONS, check_passthrough
 from omnicli.profile.platform import detect_platform
 from omnicli.profile.presets import locate
 from omnicli.profile.resolved import ResolvedProfile, leaf_keys
 from omnicli.profile.safe_yaml import YamlShapeError, load_checked
 from omnicli.profile.schema import REPLACED_WHOLE, SECTIONS, Profile, check_platform
+from omnicli.runtime.files import UserFileError, read_user_text
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 TOP_KEYS = tuple(Profile.model_fields)
 META_KEYS = ("base_config", "platforms")
 PLATFORMS = ("cpu", "cuda")
+MAX_PROFILE_BYTES = 1 << 20  # presets are a few KiB
 
 
 # ----------------------------------------------------------------- reading
@@ -39,9 +44,9 @@ PLATFORMS = ("cpu", "cuda")
 def _read_yaml(path: Path) -> tuple[dict, dict[str, int]]:
     """The mapping in a file and the line of every dotted key in it."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{show_path(path)}: cannot read profile: {exc}") from None
+        text = read_user_text(path, max_bytes=MAX_PROFILE_BYTES)  # not a FIFO or /dev/zero: profiles are user input
+    except UserFileError as exc:
+        raise ProfileError(f"{show_path(path)}: cannot read profile: {exc.reason}") from None
     try:
         node, data = load_checked(text)  # bounded depth and alias expansion: profiles are user input
     except YamlShapeError as exc:
@@ -66,6 +71,10 @@ def _read_yaml(path: Path) -> tuple[dict, dict[str, int]]:
 
 
 def _index_lines(node: yaml.Node, prefix: str, lines: dict[str, int], problems: list[str], where: str) -> None:
+    if isinstance(node, yaml.SequenceNode):  # list items by index: vllm_omni.deploy_config.stages.0.dtype
+        for i, item in enumerate(node.value):
+            _index_lines(item, f"{prefix}{i}.", lines, problems, where)
+        return
     if not isinstance(node, yaml.MappingNode):
         return
     seen: set[str] = set()
@@ -154,6 +163,8 @@ def _normalize(data: dict, prefix: str, allow_meta: bool, problems: list[str], w
                         sdotted = f"{dotted}.{sub}"
                         problems.append(f"{where(sdotted)}: {sdotted}: {_unknown_key(str(sub), dotted + '.', fields)}")
                 out[key] = {k: v for k, v in section.items() if k in fields}
+                if key == "vllm_omni":
+                    _check_passthrough(out[key], dotted, problems, where)
         elif key in REPLACED_WHOLE:
             mapping = _mapping(value, dotted, "options", problems, where)
             if mapping is not None:
@@ -161,6 +172,14 @@ def _normalize(data: dict, prefix: str, allow_meta: bool, problems: list[str], w
         else:
             out[key] = value
     return out
+
+
+def _check_passthrough(section: dict, dotted: str, problems: list[str], where: Callable[[str], str]) -> None:
+    """The raw vLLM-Omni keys of one file's `vllm_omni` section against the allow-list (passthrough.py)."""
+    for name in PASSTHROUGH_SECTIONS:
+        for sub, reason in check_passthrough(name, section.get(name)):
+            key = f"{dotted}.{name}.{sub}" if sub else f"{dotted}.{name}"
+            problems.append(f"{where(key)}: {key}: {reason}")
 
 
 # ------------------------------------------------------------------ merging
@@ -208,33 +227,50 @@ class _Tree:
                 del table[key]
 
 
-def _load_chain(path: Path, chain: tuple[Path, ...]) -> _Tree:
-    """Settings of `path` over those of its base_config chain."""
-    data, lines = _read_yaml(path)
-    label = show_path(path)
-
+def _locator(label: str, lines: dict[str, int]) -> Callable[[str], str]:
     def where(dotted: str) -> str:
         return f"{label}:{lines[dotted]}" if dotted in lines else label
+    return where
 
-    problems: list[str] = []
-    layer = _normalize(data, "", True, problems, where)
-    if problems:
-        raise ProfileError(problems)
-    base = layer.pop("base_config", None)
-    tree = _Tree()
-    if base is not None:
+
+def _load_chain(path: Path) -> _Tree:
+    """Settings of `path` over those of its base_config chain, read file by file (linear in the
+    chain's length, at most MAX_CHAIN files), then merged from the deepest base up."""
+    layers: list[tuple[str, dict, Callable[[str], str]]] = []
+    walked: list[Path] = []
+    seen: set[Path] = set()
+    current = path
+    while True:
+        data, lines = _read_yaml(current)
+        label = show_path(current)
+        where = _locator(label, lines)
+        problems: list[str] = []
+        layer = _normalize(data, "", True, problems, where)
+        if problems:
+            raise ProfileError(problems)
+        walked.append(current)
+        seen.add(current.resolve())
+        layers.append((label, layer, where))
+        base = layer.pop("base_config", None)
+        if base is None:
+            break
         base_path = Path(base).expanduser()
         if not base_path.is_absolute():
-            base_path = path.parent / base_path  # relative to the overlay's folder
-        walked = chain + (path,)
-        shown = " -> ".join(show_path(p) for p in walked + (base_path,))
-        if base_path.resolve() in {p.resolve() for p in walked}:
+            base_path = current.parent / base_path  # relative to the overlay's folder
+        if base_path.resolve() in seen:
+            shown = " -> ".join(show_path(p) for p in (*walked, base_path))
             raise ProfileError(f"{where('base_config')}: base_config: inheritance cycle: {shown}")
+        if len(walked) >= MAX_CHAIN:
+            raise ProfileError(f"{where('base_config')}: base_config: an inheritance chain of more than {MAX_CHAIN} "
+                               f"files (from {show_path(path)}); flatten it")
         if not base_path.is_file():
+            shown = " -> ".join(show_path(p) for p in (*walked, base_path))
             raise ProfileError(f"{where('base_config')}: base_config: file not found: {show_path(base_path)} "
                                f"(chain: {shown})")
-        tree = _load_chain(base_path, walked)
-    tree.merge(layer, label, where)
+        current = base_path
+    tree = _Tree()
+    for label, layer, where in reversed(layers):
+        tree.merge(layer, label, where)
     return tree
 
 
@@ -274,6 +310,12 @@ def _parse_sets(overrides: Sequence[str], problems: list[str]) -> list[tuple[str
             continue
         if key in REPLACED_WHOLE and value is None:
             value = {}
+        section = key.removeprefix("vllm_omni.")
+        if head == "vllm_omni" and section in PASSTHROUGH_SECTIONS:
+            refused = check_passthrough(section, value)
+            problems += [f"--set {key}.{sub}: {reason}" if sub else f"--set {key}: {reason}" for sub, reason in refused]
+            if refused:
+                continue
         parsed.append((key, value))
     return parsed
 
@@ -337,7 +379,7 @@ def load_profile(
     if platform is not None and platform not in PLATFORMS:
         raise ProfileError(f"platform must be one of {', '.join(PLATFORMS)} (got {platform!r})")
     name, path = locate("default" if name_or_path is None else name_or_path)
-    tree = _load_chain(path, ())
+    tree = _load_chain(path)
     fallback = show_path(path)
 
     problems: list[str] = []
@@ -374,6 +416,14 @@ def load_profile(
         problems = [_format_error(e, tree, fallback) for e in exc.errors()] + problems
     if problems:
         raise ProfileError(problems)
+    deploy = profile.vllm_omni.base_deploy_config
+    if deploy is not None:
+        try:
+            check_deploy_config(deploy)  # every file of its chain, before any engine reads it
+        except UsageError as exc:  # DeployFileError, or ModelFileError for a folder it names
+            key = "vllm_omni.base_deploy_config"
+            where = tree.locations.get(key, fallback)
+            raise ProfileError(f"--set {key}: {exc}" if where == "--set" else f"{where}: {key}: {exc}") from None
 
     origins = {key: tree.origins.get(key, "default") for key in leaf_keys()}
     return ResolvedProfile(profile=profile, name=name, source=path, platform=chosen, origins=origins)

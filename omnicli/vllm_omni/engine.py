@@ -179,6 +179,7 @@ class OmniEngine:
                     model=str(ckpt),
                     deploy_config=str(overlay_path),
                     stage_overrides=overlay.stage_overrides or None,
+                    trust_remote_code=False,  # outranks every deploy key: no folder's auto_map code runs
                     stage_init_timeout=STAGE_START_TIMEOUT_S,
                     init_timeout=STAGE_START_TIMEOUT_S,
                     log_stats=False,

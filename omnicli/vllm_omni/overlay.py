@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,12 @@ from typing import Any
 import yaml
 
 from omnicli.atomic import write_text_atomic
+from omnicli.profile.deploy_files import (  # noqa: F401 (packaged_deploy_dir, read_deploy: this module's API)
+    deep_merge,
+    deploy_path,
+    packaged_deploy_dir,
+    read_deploy,
+)
 from omnicli.profile.resolved import ResolvedProfile, canonical_json
 from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
 
@@ -70,57 +75,9 @@ class DeployOverlay:
         return head + yaml.safe_dump(self.data, sort_keys=False, default_flow_style=None)
 
 
-def packaged_deploy_dir() -> Path:
-    """vLLM-Omni's `deploy/` folder, found without importing the package."""
-    spec = importlib.util.find_spec("vllm_omni")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("vllm_omni is not installed: pip install 'omnicli[vllm-omni]'")
-    return Path(next(iter(spec.submodule_search_locations))) / "deploy"
-
-
 def base_deploy_path(resolved: ResolvedProfile) -> Path:
     """The deploy file the overlay inherits: the profile's `vllm_omni.base_deploy_config`, else the family's."""
-    name = resolved.profile.vllm_omni.base_deploy_config or DEFAULT_DEPLOY[resolved.profile.model]
-    path = Path(name).expanduser()
-    if path.is_absolute() or "/" in name:
-        return path.resolve()
-    if not name.endswith((".yaml", ".yml")):
-        name += ".yaml"
-    return packaged_deploy_dir() / name
-
-
-def read_deploy(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
-    """A deploy YAML with its own `base_config` chain folded in (connectors and platforms only need to
-    be right here: vLLM-Omni resolves the file itself)."""
-    if path in _chain:
-        raise ValueError(f"deploy config cycle: {' -> '.join(map(str, (*_chain, path)))}")
-    data = yaml.safe_load(path.read_text()) or {}
-    base = data.pop("base_config", None)
-    if base is None:
-        return data
-    merged = read_deploy((path.parent / base).resolve(), (*_chain, path))
-    for key, value in data.items():
-        merged[key] = _deep_merge(merged.get(key), value) if key in ("connectors", "platforms") else value
-    return merged
-
-
-def _deep_merge(base: Any, over: Any) -> Any:
-    """Mappings merged key by key; `stages:` lists merged by stage_id (as vLLM-Omni merges them)."""
-    if _is_stage_list(base) and _is_stage_list(over):
-        by_id = {s["stage_id"]: s for s in base}
-        for stage in over:
-            by_id[stage["stage_id"]] = _deep_merge(by_id.get(stage["stage_id"]), stage)
-        return list(by_id.values())
-    if not (isinstance(base, dict) and isinstance(over, dict)):
-        return copy.deepcopy(over)
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _deep_merge(base.get(key), value)
-    return out
-
-
-def _is_stage_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(s, dict) and "stage_id" in s for s in value)
+    return deploy_path(resolved.profile.vllm_omni.base_deploy_config or DEFAULT_DEPLOY[resolved.profile.model])
 
 
 def _connector_name(base: dict) -> str:
@@ -166,6 +123,7 @@ def build_overlay(
         "stages": [{"stage_id": TALKER, **talker}, {"stage_id": CODEC, **codec}],
     }
     data = _with_passthrough(data, base, resolved.platform, dict(p.vllm_omni.deploy_config))
+    _no_remote_code(data, base)
     return DeployOverlay(data=data, stage_overrides=copy.deepcopy(p.vllm_omni.stage_overrides), ignored=ignored,
                          platform=resolved.platform)
 
@@ -255,14 +213,45 @@ def _with_passthrough(data: dict[str, Any], base: dict, platform: str, raw: dict
     if "base_config" in raw:
         raise ValueError("vllm_omni.deploy_config cannot set base_config: use vllm_omni.base_deploy_config")
     raw_platforms = raw.pop("platforms", None)
-    data = _deep_merge(data, raw)  # the raw passthrough wins over mapped keys...
+    data = deep_merge(data, raw)  # the raw passthrough wins over mapped keys...
     stages = {s["stage_id"]: s for s in data["stages"]}
     platform_patch = _platform_patch(base, platform, data["model_runner"], stages)  # ...on every platform
     if platform_patch:
         data["platforms"] = {platform: platform_patch}
     if raw_platforms:
-        data["platforms"] = _deep_merge(data.get("platforms") or {}, raw_platforms)
+        data["platforms"] = deep_merge(data.get("platforms") or {}, raw_platforms)
     return data
+
+
+def _no_remote_code(data: dict[str, Any], base: dict) -> None:
+    """`trust_remote_code: false` at the top, in every stage and in every platform section the overlay
+    or the inherited file has: the packaged qwen3_tts.yaml sets it true per stage, and with it vLLM
+    imports the `auto_map` code of any folder a config key names. omni never runs code from a folder
+    (the engine also passes trust_remote_code=False to AsyncOmni, which outranks every deploy key)."""
+    data["trust_remote_code"] = False
+    ids = [s.get("stage_id") for s in data["stages"]]
+    for stage in base.get("stages") or []:
+        if isinstance(stage, dict) and stage.get("stage_id") not in ids:
+            data["stages"].append({"stage_id": stage.get("stage_id")})
+            ids.append(stage.get("stage_id"))
+    for stage in data["stages"]:
+        stage["trust_remote_code"] = False
+    # A platform section is applied after the stages: patch each inherited one that names the key.
+    for name, packaged in (base.get("platforms") or {}).items():
+        if not isinstance(packaged, dict) or "trust_remote_code" not in str(packaged):
+            continue
+        section = data.setdefault("platforms", {}).setdefault(name, {})
+        section["trust_remote_code"] = False
+        for entry in packaged.get("stages") or []:
+            if isinstance(entry, dict) and "trust_remote_code" in str(entry):
+                ours = next((s for s in section.setdefault("stages", []) if s.get("stage_id") == entry.get("stage_id")),
+                            None)
+                if ours is None:
+                    ours = {"stage_id": entry.get("stage_id")}
+                    section["stages"].append(ours)
+                ours["trust_remote_code"] = False
+                if isinstance(entry.get("engine_args"), dict):
+                    ours.setdefault("engine_args", {})["trust_remote_code"] = False
 
 
 def _platform_patch(base: dict, platform: str, runner: str, stages: dict[int, dict]) -> dict:
@@ -284,7 +273,7 @@ def _platform_patch(base: dict, platform: str, runner: str, stages: dict[int, di
         common = {}
         for key, value in ours.items():
             if key in values and key != "stage_id":
-                common[key] = _deep_merge(values[key], value) if isinstance(value, dict) else value
+                common[key] = deep_merge(values[key], value) if isinstance(value, dict) else value
         if common:
             patch.setdefault("stages", []).append({"stage_id": entry["stage_id"], **common})
     return patch
