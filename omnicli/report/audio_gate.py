@@ -1,0 +1,121 @@
+"""Which audio files the page may link or inline: the rows name them, and the rows may come from anyone.
+
+A results row, an eval row, a retention sidecar or a manifest can name any
+path (`/home/me/.ssh/id_rsa`, `../../secret.wav`, a wav that is a link to
+`/proc/self/environ`); `--embed-audio` would copy its bytes into a page that
+gets mailed around, and a link would at least tell where it is. A file is
+linked or inlined only when all of these hold:
+
+- its resolved path (links followed) is inside a folder named on the command
+  line or the folder of a manifest the report read (`--manifest`, or the one a
+  run recorded), and not under /proc, /sys or /dev;
+- it is a regular file of at most `MAX_CLIP_BYTES`;
+- soundfile reads an audio header from it, of a format browsers play.
+
+Anything else is left out, with the reason, which the page lists by row.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import soundfile as sf
+
+MAX_CLIP_BYTES = 64 * 1024 * 1024  # a 10-minute 48 kHz stereo 16-bit wav is 110 MB; a TTS clip is ~1 MB
+SYSTEM_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
+# soundfile's format name -> the MIME type of the data: URI (formats browsers play)
+MIME = {"WAV": "audio/wav", "WAVEX": "audio/wav", "FLAC": "audio/flac", "OGG": "audio/ogg", "MP3": "audio/mpeg"}
+
+
+@dataclass(frozen=True)
+class Admitted:
+    path: Path  # resolved
+    mime: str
+
+
+@dataclass
+class AudioGate:
+    roots: list[Path]
+    max_bytes: int = MAX_CLIP_BYTES
+    _seen: dict[str, Admitted | str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def for_folders(cls, folders: list[Path], max_bytes: int = MAX_CLIP_BYTES) -> AudioGate:
+        roots: list[Path] = []
+        for folder in folders:
+            try:
+                root = folder.resolve(strict=True)
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if root.is_dir() and root not in roots:
+                roots.append(root)
+        return cls(roots, max_bytes)
+
+    def admit(self, path: Path) -> Admitted | str:
+        """The file to link or inline, or why it may not be (a sentence for the page)."""
+        key = os.fspath(path)
+        if key not in self._seen:
+            self._seen[key] = self._check(path)
+        return self._seen[key]
+
+    def read(self, admitted: Admitted) -> bytes | str:
+        """The bytes of an admitted file (checked again on the open file), or why they cannot be read."""
+        try:
+            fd = self._open(admitted.path)
+        except _Refused as why:
+            return str(why)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            return f"over the {self.max_bytes}-byte limit of a clip"
+        return data
+
+    def _check(self, path: Path) -> Admitted | str:
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):  # missing, a link loop, a NUL in the name
+            return "no such file"
+        if any(real.is_relative_to(d) for d in SYSTEM_DIRS):
+            return f"resolves to {real}, a system file (/proc, /sys, /dev): never read"
+        if not any(real.is_relative_to(root) for root in self.roots):
+            return "outside the folders named on the command line and the manifest's folder"
+        try:
+            fd = self._open(real)
+        except _Refused as why:
+            return str(why)
+        with os.fdopen(fd, "rb") as f:
+            try:
+                fmt = sf.info(f).format
+            except Exception:  # (libsndfile's errors vary by version and file)
+                return "not audio (no header soundfile can read)"
+        mime = MIME.get(fmt)
+        if mime is None:
+            return f"{fmt} audio, not a format the page plays"
+        return Admitted(real, mime)
+
+    def _open(self, real: Path) -> int:
+        # O_NOFOLLOW: the resolved path has no link left; one swapped in since is refused, not followed.
+        # O_NONBLOCK: a FIFO swapped in does not block the open.
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(real, flags)
+        except OSError as exc:
+            raise _Refused(f"cannot open: {exc.strerror or exc}") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _Refused("not a regular file")
+            if info.st_size > self.max_bytes:
+                raise _Refused(f"{info.st_size} bytes, over the {self.max_bytes}-byte limit of a clip")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+class _Refused(Exception):
+    pass
