@@ -117,7 +117,7 @@ def sweep(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
                     y=[runs[i].get(key) for i in idx],
                     mode="lines+markers",
                     name=_plain(profile),
-                    legendgroup=profile,
+                    legendgroup=_plain(profile),
                     showlegend=panel == 0,
                     marker={"color": colours[p_index % len(colours)], "size": 8},
                     customdata=[_plain(runs[i].get("label")) for i in idx],
