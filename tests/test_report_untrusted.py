@@ -455,3 +455,14 @@ def test_bench_export_prints_labels_without_escapes_or_markup(passes, tmp_path):
         assert result.exit_code == 0, result.output
         assert not any(c in result.output for c in "\x1b\x07\x9b"), fmt
         assert "[bold red]evil[/bold red]" in result.output, fmt  # shown as typed, not as style
+
+
+def test_an_utt_with_markup_is_text_in_the_hover_and_still_finds_its_row():
+    from omnicli.report.figures import duration_vs_text
+    from omnicli.report.rows import UttRow
+
+    fig = duration_vs_text([UttRow(utt="<b>u</b>&", source="s", text="abc", duration_s=1.0),
+                            UttRow(utt="plain", source="s", text="abcd", duration_s=2.0)])
+    trace = fig["data"][0]
+    assert trace["customdata"] == ["<b>u</b>&", "plain"]  # what the page's click looks the row up by
+    assert trace["text"] == ["&lt;b&gt;u&lt;/b&gt;&amp;", "plain"] and trace["hovertemplate"].startswith("%{text}")

@@ -68,12 +68,15 @@ def duration_vs_text(rows: list[UttRow]) -> dict[str, Any] | None:
     for name, members, colour in (("normal", [r for r in points if not set(r.reasons) & _RUNAWAY], "#1f77b4"),
                                   ("runaway", [r for r in points if set(r.reasons) & _RUNAWAY], "#d62728")):
         if members:
+            # customdata: the page finds the clicked row by it, so it stays as it is; the hover shows the
+            # escaped ids, carried separately only when some id needs it (a few bytes a point otherwise)
+            shown = [_plain(r.utt) for r in members]
+            plain = shown == [r.utt for r in members]
             fig.add_trace(go.Scatter(
                 x=[len(r.text or "") for r in members], y=[r.duration_s for r in members], mode="markers", name=name,
-                marker={"color": colour, "size": 7, "opacity": 0.7},
-                customdata=[r.utt for r in members],  # the page finds the clicked row by it: kept as it is
-                text=[_plain(r.utt) for r in members],
-                hovertemplate="%{text}<br>%{x} chars, %{y:.2f} s<extra></extra>"))
+                marker={"color": colour, "size": 7, "opacity": 0.7}, customdata=[r.utt for r in members],
+                text=None if plain else shown,
+                hovertemplate=f"%{{{'customdata' if plain else 'text'}}}<br>%{{x}} chars, %{{y:.2f}} s<extra></extra>"))
     fig.update_layout(title="Audio duration against text length (click a point: its row)",
                       xaxis_title="text length (characters)", yaxis_title="audio (s)")
     return _json(fig)

@@ -19,22 +19,26 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 __all__ = ["BenchRunView", "EvalRow", "SidecarMeta", "ValidationError", "drop_nonfinite", "first_error"]
 
 
-def drop_nonfinite(value: Any) -> tuple[Any, int]:
-    """`value` with every NaN / Infinity (at any depth) replaced by None, and how many were."""
+def drop_nonfinite(value: Any, *, infinite_ok: tuple[str, ...] = ()) -> tuple[Any, int]:
+    """`value` with every NaN / Infinity (at any depth) replaced by None, and how many were. A key in
+    `infinite_ok` holding +Infinity gets "inf" instead (a bench run's uncapped `request_rate`), uncounted."""
     if isinstance(value, float):
         return (value, 0) if math.isfinite(value) else (None, 1)
     if isinstance(value, dict):
         count = 0
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            out[key], n = drop_nonfinite(item)
+            if key in infinite_ok and item == math.inf:
+                out[key] = "inf"
+                continue
+            out[key], n = drop_nonfinite(item, infinite_ok=infinite_ok)
             count += n
         return out, count
     if isinstance(value, list):
         count = 0
         items = []
         for item in value:
-            clean, n = drop_nonfinite(item)
+            clean, n = drop_nonfinite(item, infinite_ok=infinite_ok)
             items.append(clean)
             count += n
         return items, count

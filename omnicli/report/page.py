@@ -134,8 +134,11 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
 def _script_json(obj: Any) -> str:
     """JSON safe inside <script type="application/json">: no `</script`, `<!--` or `<script` can end the element
     or change how the HTML tokenizer reads it, and no bare NaN / Infinity (any left are null)."""
-    clean, _ = drop_nonfinite(obj)
-    return json.dumps(clean, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_UNSAFE)
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a number too large for a float (1e400 reads as inf): null, as the rest
+        text = json.dumps(drop_nonfinite(obj)[0], ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.translate(_SCRIPT_UNSAFE)
 
 
 def _href(path: Path | None, page_dir: Path, inline: bool, gate: AudioGate) -> tuple[str | None, str | None]:

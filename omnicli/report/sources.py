@@ -13,7 +13,6 @@ read tolerantly (keys present or not), since their keys grow (vLLM-named ones).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -159,12 +158,23 @@ def _load_json(path: Path, sources: Sources) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return _finite(json.loads(text), text, str(path), sources)
     except json.JSONDecodeError as exc:
         sources.notes.append(f"{path}: not readable JSON ({exc})")
     except RecursionError:
         sources.notes.append(f"{path}: JSON nested too deeply to read")
     return None
+
+
+def _finite(value: Any, text: str, where: str, sources: Sources) -> Any:
+    """`value` with NaN / Infinity replaced by None, noted (the page's JSON.parse would refuse them). Only text
+    holding the tokens is walked (Python's json writes non-finite numbers as NaN, Infinity, -Infinity)."""
+    if "NaN" not in text and "Infinity" not in text:
+        return value
+    clean, count = drop_nonfinite(value, infinite_ok=("request_rate",))
+    if count:
+        sources.notes.append(f"{where}: {count} number(s) NaN or Infinity, shown empty")
+    return clean
 
 
 def _read_jsonl(path: Path, sources: Sources) -> list[tuple[int, dict[str, Any]]]:
@@ -177,7 +187,7 @@ def _read_jsonl(path: Path, sources: Sources) -> list[tuple[int, dict[str, Any]]
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _finite(json.loads(line), line, f"{path}:{line_no}", sources)
         except json.JSONDecodeError as exc:
             sources.notes.append(f"{path}:{line_no}: not JSON ({exc.msg}); row skipped")
             continue
@@ -191,20 +201,12 @@ def _read_jsonl(path: Path, sources: Sources) -> list[tuple[int, dict[str, Any]]
     return rows
 
 
-def _finite(raw: Any, where: str, sources: Sources) -> Any:
-    """`raw` with NaN / Infinity replaced by None, noted (the page would not parse them)."""
-    clean, count = drop_nonfinite(raw)
-    if count:
-        sources.notes.append(f"{where}: {count} number(s) NaN or Infinity, shown empty")
-    return clean
-
-
 def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
     latest: dict[str, SynthResult] = {}  # the latest row of an utt wins, as resume reads them
     path = folder / "results.jsonl"
     for line_no, raw in _read_jsonl(path, sources):
         try:
-            row = SynthResult.model_validate(_finite(raw, f"{path}:{line_no}", sources))
+            row = SynthResult.model_validate(raw)
         except ValidationError as exc:
             sources.notes.append(f"{path}:{line_no}: not a synth row ({first_error(exc)}); skipped")
             continue
@@ -214,7 +216,7 @@ def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
     if has_summary:
         data = _load_json(folder / "summary.json", sources)
         try:
-            summary = SynthSummary.model_validate(_finite(data, str(folder / "summary.json"), sources))
+            summary = SynthSummary.model_validate(data)
         except ValidationError:
             sources.notes.append(f"{folder / 'summary.json'}: not an omni synth summary; its totals are not shown")
     sources.synth.append(SynthFolder(folder, list(latest.values()), summary))
@@ -223,14 +225,14 @@ def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
 def _read_eval(folder: Path, kind: str, summary_path: Path, rows_path: Path, sources: Sources) -> None:
     data = _load_json(summary_path, sources)
     try:
-        summary = EvalSummary.model_validate(_finite(data, str(summary_path), sources))
+        summary = EvalSummary.model_validate(data)
     except ValidationError as exc:
         sources.notes.append(f"{summary_path}: not an omni {kind} summary ({first_error(exc)}); skipped")
         return
     rows: list[EvalRow] = []
     for line_no, raw in _read_jsonl(rows_path, sources) if rows_path.exists() else []:
         try:
-            rows.append(EvalRow.model_validate(_finite(raw, f"{rows_path}:{line_no}", sources)))
+            rows.append(EvalRow.model_validate(raw))
         except ValidationError as exc:
             sources.notes.append(f"{rows_path}:{line_no}: not an {kind} row ({first_error(exc)}); skipped")
     sources.evals.append(EvalFolder(folder, kind, summary, rows, _gen_dir(folder, summary.gen_dir)))
@@ -243,7 +245,7 @@ def _read_sidecar(path: Path, sources: Sources) -> None:
             sources.notes.append(f"{path}: not a retention sidecar (not a JSON object); skipped")
         return
     try:
-        meta = SidecarMeta.model_validate(_finite(raw, str(path), sources))
+        meta = SidecarMeta.model_validate(raw)
     except ValidationError as exc:
         sources.notes.append(f"{path}: not a retention sidecar ({first_error(exc)}); skipped")
         return
@@ -298,15 +300,12 @@ def _bench_run(raw: Any, where: str, sources: Sources) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         sources.notes.append(f"{where}: not a JSON object; run skipped")
         return None
-    if isinstance(raw.get("request_rate"), float) and raw["request_rate"] == math.inf:
-        raw = {**raw, "request_rate": "inf"}  # Python's json writes Infinity for an uncapped rate
-    run = _finite(raw, where, sources)
     try:
-        BenchRunView.model_validate(run)
+        BenchRunView.model_validate(raw)
     except ValidationError as exc:
         sources.notes.append(f"{where}: not a bench run ({first_error(exc)}); skipped")
         return None
-    return run
+    return raw
 
 
 def _is_vllm_pass(obj: dict[str, Any]) -> bool:
