@@ -335,6 +335,8 @@ MALFORMED = {
     "sidecar wer: {}": _sidecar({"wer": {}}),
     "bench max_concurrency: [1, 2]": _bench(max_concurrency=[1, 2]),
     "bench request_rate: zz": _bench(request_rate="zz"),
+    "bench audio_throughput: {}": _bench(audio_throughput={}),
+    "bench start_times: [x]": _bench(start_times=["x"], round_durations=[1.0]),
     "eval ref_norm: 5": _eval_row,
     "folder name not UTF-8": _bytes_name("folder"),
     "wav name not UTF-8": _bytes_name("wav"),

@@ -132,6 +132,21 @@ class BenchRunView(BaseModel):
     failed: float | None = None
     duration: float | None = None
     rounds: int | None = None
+    # the figures the runs table, the sweep and the A/B show (report.page._RUN_KEYS, figures.SWEEP_PANELS)
+    audio_throughput: float | None = None
+    request_throughput: float | None = None
+    mean_audio_ttfp_ms: float | None = None
+    p50_audio_ttfp_ms: float | None = None
+    p99_audio_ttfp_ms: float | None = None
+    mean_e2el_ms: float | None = None
+    p50_e2el_ms: float | None = None
+    mean_audio_rtf: float | None = None
+    mean_audio_underrun_s: float | None = None
+    mean_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    mean_tpot_ms: float | None = None
+    mean_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
     round_durations: list[float] | None = None
     # the --save-detailed lists (report.ab.DETAILED)
     utts: list[str | None] | None = None
