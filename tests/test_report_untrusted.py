@@ -468,3 +468,13 @@ def test_an_utt_with_markup_is_text_in_the_hover_and_still_finds_its_row():
     trace = fig["data"][0]
     assert trace["customdata"] == ["<b>u</b>&", "plain"]  # what the page's click looks the row up by
     assert trace["text"] == ["&lt;b&gt;u&lt;/b&gt;&amp;", "plain"] and trace["hovertemplate"].startswith("%{text}")
+
+
+def test_a_transcripts_fifo_or_device_is_refused_for_what_it_is(tmp_path):
+    from omnicli.evaluation.transcripts import TranscriptsError
+
+    os.mkfifo(tmp_path / "t.jsonl")
+    (tmp_path / "z.jsonl").symlink_to("/dev/zero")
+    for name in ("t.jsonl", "z.jsonl"):  # (was: "transcripts file not found")
+        with pytest.raises(TranscriptsError, match="not a regular file"):
+            read_transcripts(tmp_path / name)
