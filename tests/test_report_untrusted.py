@@ -199,6 +199,13 @@ def test_the_gate_refuses_a_clip_over_the_cap_and_a_fifo(tmp_path):
     assert roomy.read(admitted) == clip.read_bytes()
     assert AudioGate.for_folders([tmp_path / "elsewhere"]).admit(clip) == (
         "outside the folders named on the command line and the manifest's folder")
+    flac, aiff = tmp_path / "a.flac", tmp_path / "a.aiff"
+    sf.write(flac, np.zeros(2400, np.float32), 24000)
+    sf.write(aiff, np.zeros(2400, np.float32), 24000)
+    assert roomy.admit(flac) == Admitted(flac, "audio/flac")
+    assert roomy.admit(aiff) == "AIFF audio, not a format the page plays"
+    (tmp_path / "fake.wav").write_bytes(b"RIFX" + bytes(40))
+    assert roomy.admit(tmp_path / "fake.wav") == "not audio (no header soundfile can read)"
 
 
 # -- item 3: the page survives its data -----------------------------------------------------------
