@@ -26,6 +26,7 @@ from pydantic import (
 
 from omnicli.benchmark.metrics import DISTRIBUTIONS, percentile_key
 from omnicli.errors import UsageError
+from omnicli.runtime.files import UserFileError, read_user_text
 
 
 class BenchFailure(BaseModel):
@@ -394,14 +395,14 @@ class BenchDocument(BaseModel):
     def load(cls, path: str | Path) -> BenchDocument:
         """Reads a result file back; ResultFileError (a usage error) naming the file and why when it cannot."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ResultFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise ResultFileError(f"{path}: cannot read it: not UTF-8 text") from None
+        try:  # a regular file within the size bound: a FIFO or a link to /dev/zero is refused, not read forever
+            data = json.loads(read_user_text(path))
+        except UserFileError as exc:
+            raise ResultFileError(f"{path}: cannot read it: {exc.reason}") from None
         except json.JSONDecodeError as exc:
             raise ResultFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise ResultFileError(f"{path}: not an omni bench result file: JSON nested too deeply") from None
         if not isinstance(data, dict) or "runs" not in data:
             raise ResultFileError(f"{path}: not an omni bench result file (no `runs`; a --save-result file is "
                                   "vLLM's shape: re-render the omni-bench-*.json summary beside it)")

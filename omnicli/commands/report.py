@@ -39,7 +39,10 @@ def report(
         ),
     ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="The HTML file to write (audio is linked relative to its folder).")
+        Path,
+        typer.Option(
+            "--out", "-o", help="The HTML file to write (.html; audio is linked relative to its folder). Not an input."
+        ),
     ] = Path("report.html"),
     embed_audio: Annotated[
         Optional[str],
@@ -104,8 +107,13 @@ def check_report_option(out: Path | None) -> None:
 
     if (why := missing_extra()) is not None:
         raise UsageError(f"--report: {why}")
-    if out.is_dir():
-        raise UsageError(f"--report {out}: a folder; give the HTML file to write")
+    from omnicli.report import check_out
+    from omnicli.report.sources import SourceError
+
+    try:
+        check_out(out)
+    except SourceError as exc:
+        raise UsageError(str(exc).replace("--out", "--report", 1)) from None
 
 
 def report_after_run(out: Path | None, paths: list[Path]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from omnicli.errors import UsageError
 from omnicli.evaluation.results import NO_TRANSCRIPT_STATUSES
+from omnicli.runtime.files import UserFileError, jsonl_lines, read_user_text
 
 
 class TranscriptsError(UsageError, ValueError):
@@ -35,12 +36,16 @@ def _is_jsonl(path: Path, first_line: str | None) -> bool:
 def read_transcripts(path: str | os.PathLike) -> dict[str, str]:
     """Returns {utt: hypothesis}. Raises TranscriptsError on a bad file or line."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise TranscriptsError(f"{path}: transcripts file not found")
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TranscriptsError(f"{path}: cannot read transcripts ({exc})") from None
+    try:  # a regular file within the size bound (a FIFO would block, /dev/zero never end)
+        text = read_user_text(path, encoding="utf-8-sig")
+    except UserFileError as exc:
+        raise TranscriptsError(f"{path}: cannot read transcripts ({exc.reason})") from None
+    # "\n" only: a hypothesis may hold U+2028 or U+0085, which str.splitlines would cut the row at
+    lines = jsonl_lines(text)
+    if lines and lines[-1] == "":
+        lines.pop()
     first = next((line for line in lines if line.strip()), None)
     parse = _parse_jsonl if _is_jsonl(path, first) else _parse_tsv
     return parse(path, lines)
@@ -65,6 +70,8 @@ def _parse_jsonl(path: Path, lines: list[str]) -> dict[str, str]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TranscriptsError(f"{path}:{line_no}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise TranscriptsError(f"{path}:{line_no}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise TranscriptsError(f"{path}:{line_no}: expected a JSON object with keys utt and hyp")
         utt, hyp = obj.get("utt"), obj.get("hyp")

@@ -11,6 +11,7 @@ extra, checked by `missing_extra()`.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,8 +39,28 @@ def write_report(paths: list[Path], out: Path, *, embed_audio: str | None = None
     from omnicli.report.sources import SourceError, read_sources
 
     embed = Embed.parse(embed_audio)
+    check_out(out, paths)
     sources = read_sources(paths)
     if sources.empty():
         raise SourceError(f"nothing to report in {', '.join(map(str, paths))}: no synth, eval or bench results found"
                           + (f" ({'; '.join(sources.notes[:3])})" if sources.notes else ""))
-    return build_page(sources, out, embed=embed, manifest=manifest, title=title)
+    return build_page(sources, out, embed=embed, manifest=manifest, title=title,
+                      audio_roots=[p for p in paths if p.is_dir()])
+
+
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def check_out(out: Path, inputs: Sequence[Path] = ()) -> None:
+    """Raises SourceError (exit 2) for an --out that is not an .html file or is one of the inputs (the page
+    would replace the run's own results)."""
+    from omnicli.report.sources import SourceError
+
+    if out.suffix.lower() not in HTML_SUFFIXES:
+        raise SourceError(f"--out {out}: the page is written as HTML; give a file name ending in .html")
+    if out.is_dir():
+        raise SourceError(f"--out {out}: a folder; give the HTML file to write")
+    target = out.resolve()
+    for path in inputs:
+        if path.resolve() == target:
+            raise SourceError(f"--out {out}: one of the inputs; the page would replace it")

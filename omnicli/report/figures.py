@@ -7,6 +7,7 @@ applies), which keeps each one a few kilobytes.
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -19,6 +20,12 @@ from omnicli.report.rows import UttRow
 _BASE = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 320, "template": None,
          "font": {"family": "system-ui, sans-serif", "size": 12}, "legend": {"orientation": "h", "y": -0.2}}
 _RUNAWAY = {"hit_cap", "too_long", "over_30s"}
+
+
+def _plain(text: Any) -> str:
+    """`text` as plotly shows it literally: names, titles, tick and hover labels are plotly's pseudo-HTML
+    (`<a href>` would be a live link, `<br>` a break), and plotly decodes these entities back for display."""
+    return html.escape(str(text), quote=False)
 
 
 def _json(fig: go.Figure) -> dict[str, Any]:
@@ -61,10 +68,15 @@ def duration_vs_text(rows: list[UttRow]) -> dict[str, Any] | None:
     for name, members, colour in (("normal", [r for r in points if not set(r.reasons) & _RUNAWAY], "#1f77b4"),
                                   ("runaway", [r for r in points if set(r.reasons) & _RUNAWAY], "#d62728")):
         if members:
+            # customdata: the page finds the clicked row by it, so it stays as it is; the hover shows the
+            # escaped ids, carried separately only when some id needs it (a few bytes a point otherwise)
+            shown = [_plain(r.utt) for r in members]
+            plain = shown == [r.utt for r in members]
             fig.add_trace(go.Scatter(
                 x=[len(r.text or "") for r in members], y=[r.duration_s for r in members], mode="markers", name=name,
                 marker={"color": colour, "size": 7, "opacity": 0.7}, customdata=[r.utt for r in members],
-                hovertemplate="%{customdata}<br>%{x} chars, %{y:.2f} s<extra></extra>"))
+                text=None if plain else shown,
+                hovertemplate=f"%{{{'customdata' if plain else 'text'}}}<br>%{{x}} chars, %{{y:.2f}} s<extra></extra>"))
     fig.update_layout(title="Audio duration against text length (click a point: its row)",
                       xaxis_title="text length (characters)", yaxis_title="audio (s)")
     return _json(fig)
@@ -76,7 +88,7 @@ def _x_of(runs: list[dict[str, Any]]) -> tuple[str, list[Any]]:
     concs = {r.get("max_concurrency") for r in runs}
     if rates == {"inf"} and None not in concs:
         return "concurrency", [r.get("max_concurrency") for r in runs]
-    if len(concs) == 1 and "inf" not in rates:
+    if len(concs) == 1 and all(isinstance(r.get("request_rate"), (int, float)) for r in runs):
         return "request rate (req/s)", [float(r["request_rate"]) for r in runs]
     return "pass", [f"c={r.get('max_concurrency')} r={r.get('request_rate')}" for r in runs]
 
@@ -107,11 +119,11 @@ def sweep(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
                     x=[xs[i] for i in idx],
                     y=[runs[i].get(key) for i in idx],
                     mode="lines+markers",
-                    name=profile,
-                    legendgroup=profile,
+                    name=_plain(profile),
+                    legendgroup=_plain(profile),
                     showlegend=panel == 0,
                     marker={"color": colours[p_index % len(colours)], "size": 8},
-                    customdata=[runs[i].get("label") for i in idx],
+                    customdata=[_plain(runs[i].get("label")) for i in idx],
                     hovertemplate="%{customdata}: %{y:.3g}<extra></extra>",
                 ),
                 row=panel // 2 + 1,
@@ -138,7 +150,7 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
         rnd = q.get("round") or 0
         start = (q.get("start") or 0.0) + (offsets[rnd] if rnd < len(offsets) else 0.0)
         ttfp, e2el = q.get("audio_ttfp"), q.get("e2el")
-        label = f"#{i} {q.get('utt') or ''}"
+        label = _plain(f"#{i} {q.get('utt') or ''}")
         if q.get("error") or e2el is None:
             bad_x.append(start)
             bad_y.append(label)
@@ -148,7 +160,7 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
         starts.append(start)
         waits.append(ttfp)
         streams.append(max(e2el - ttfp, 0.0))
-        text.append(f"{q.get('utt')}: first audio {ttfp * 1000:.0f} ms, end {e2el * 1000:.0f} ms, round {rnd}")
+        text.append(f"{_plain(q.get('utt'))}: first audio {ttfp * 1000:.0f} ms, end {e2el * 1000:.0f} ms, round {rnd}")
         if (q.get("audio_underrun") or 0) > 0:
             under_x.append(start + e2el)
             under_y.append(label)
@@ -190,7 +202,7 @@ def timeline(run: dict[str, Any]) -> dict[str, Any] | None:
             )
         )
     fig.update_layout(
-        title=f"Requests of {run.get('label')}",
+        title=f"Requests of {_plain(run.get('label'))}",
         barmode="overlay",
         xaxis_title="seconds from the pass's first submission",
         yaxis={"autorange": "reversed", "showticklabels": len(reqs) <= 40, "automargin": True},
@@ -214,6 +226,6 @@ def ab_forest(label: str, diffs: list[Difference]) -> dict[str, Any] | None:
         marker={"size": 10, "color": [colour.get(d.verdict, "#1f77b4") for d in shown]},
         text=[d.verdict for d in shown], hovertemplate="%{y}: %{x:+.1f} % (%{text})<extra></extra>", showlegend=False))
     fig.add_vline(x=0, line_dash="dot", line_color="#444")
-    fig.update_layout(title=label, xaxis_title=f"B against A, % ({CONFIDENCE:.0%} interval over rounds)",
+    fig.update_layout(title=_plain(label), xaxis_title=f"B against A, % ({CONFIDENCE:.0%} interval over rounds)",
                       yaxis={"autorange": "reversed", "automargin": True}, height=max(240, 90 + 34 * len(shown)))
     return _json(fig)

@@ -3,13 +3,21 @@
 Styles, scripts (plotly.js from the installed plotly package, the page's own
 table script) and data are inline, so the file opens from file:// with no
 network. Audio is referenced by relative path from the page's folder, or,
-for `--embed-audio`, inlined as data: URIs.
+for `--embed-audio`, inlined as data: URIs; only files the audio gate admits
+(audio_gate.py), the others listed on the page with the reason.
+
+The data is anyone's text: the JSON element escapes `<`, `>`, `&`, U+2028
+and U+2029 (no `<!--` or `<script` can change how the HTML tokenizer reads
+the element), holds no NaN or Infinity (JSON.parse refuses them), and a name
+that is not UTF-8 (a folder or wav name with a stray byte) is shown with
+U+FFFD and linked by its real bytes.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -25,6 +33,8 @@ from omnicli import __version__
 from omnicli.atomic import write_text_atomic
 from omnicli.errors import UsageError
 from omnicli.report import ab, figures
+from omnicli.report.audio_gate import Admitted, AudioGate
+from omnicli.report.models import drop_nonfinite
 from omnicli.report.rows import GROUPS, Utterances, UttRow, collect_rows
 from omnicli.report.sources import EvalFolder, Sources, bench_runs
 
@@ -34,6 +44,9 @@ if TYPE_CHECKING:
 # Per-row values the table shows, in column order (the page's script knows them by these names).
 COLUMNS = ("utt", "source", "text", "status", "reasons", "groups", "duration_s", "rtf", "ttfp_s", "finish_reason",
            "wer", "hyp", "diff", "sim", "mos", "audio", "ref_audio", "error", "line")
+
+
+MAX_LISTED = 200  # rows whose audio was left out, listed by name (the rest counted)
 
 
 class EmbedSpec(UsageError):
@@ -72,13 +85,22 @@ def badness(row: UttRow) -> tuple:
 
 
 def build_page(sources: Sources, out: Path, *, embed: Embed = Embed(), manifest: Path | None = None,
-               title: str | None = None) -> PageFacts:
+               title: str | None = None, audio_roots: list[Path] | None = None) -> PageFacts:
+    """`audio_roots`: the folders named on the command line; audio is linked or inlined only from inside
+    them or a manifest's folder (audio_gate.py)."""
     utterances = collect_rows(sources, manifest=manifest)
     runs = bench_runs(sources)
-    context = _context(sources, utterances, runs, out, embed, title)
-    html = _environment().get_template("report.html.j2").render(**context)
+    folders = [*(audio_roots or []), *([manifest.parent] if manifest is not None else []), *utterances.manifest_dirs]
+    gate = AudioGate.for_folders(folders)
+    context = _context(sources, utterances, runs, out, embed, title, gate)
+    html = _utf8(_environment().get_template("report.html.j2").render(**context))
     write_text_atomic(out, html)
     return PageFacts(out, len(html.encode("utf-8")), len(utterances.rows), len(runs), context["embedded"])
+
+
+def _utf8(text: str) -> str:
+    """`text` with the lone surrogates of undecodable file-name bytes (os.walk's surrogateescape) as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _environment() -> jinja2.Environment:
@@ -104,21 +126,35 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+# In JSON these appear only inside strings, where their \\u escapes mean the same characters.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _script_json(obj: Any) -> str:
-    """JSON safe inside <script type="application/json">: no '</' can end the element early."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    """JSON safe inside <script type="application/json">: no `</script`, `<!--` or `<script` can end the element
+    or change how the HTML tokenizer reads it, and no bare NaN / Infinity (any left are null)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a number too large for a float (1e400 reads as inf): null, as the rest
+        text = json.dumps(drop_nonfinite(obj)[0], ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.translate(_SCRIPT_UNSAFE)
 
 
-def _href(path: Path | None, page_dir: Path, inline: bool) -> str | None:
+def _href(path: Path | None, page_dir: Path, inline: bool, gate: AudioGate) -> tuple[str | None, str | None]:
+    """(the audio's URL, relative to the page or a data: URI; or None) and why it was left out (or None)."""
     if path is None:
-        return None
+        return None, None
+    admitted = gate.admit(path)
+    if not isinstance(admitted, Admitted):
+        return None, admitted
     if inline:
-        try:
-            return "data:audio/wav;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-        except OSError:
-            pass
-    rel = os.path.relpath(path, page_dir)
-    return quote(rel.replace(os.sep, "/"))
+        data = gate.read(admitted)
+        if isinstance(data, str):
+            return None, data
+        return f"data:{admitted.mime};base64," + base64.b64encode(data).decode("ascii"), None
+    rel = os.path.relpath(admitted.path, page_dir)
+    return quote(os.fsencode(rel.replace(os.sep, "/"))), None
 
 
 def _compact_diff(diff: list[list[str]] | None) -> list | None:
@@ -128,22 +164,27 @@ def _compact_diff(diff: list[list[str]] | None) -> list | None:
     return [ref if op == "=" else [op, ref, hyp] for op, ref, hyp in diff]
 
 
-def _row_values(row: UttRow, page_dir: Path, inline: bool) -> list[Any]:
+def _row_values(row: UttRow, page_dir: Path, inline: bool, gate: AudioGate, left_out: list[str]) -> list[Any]:
+    links = {}
+    for key, kind in (("audio", "generated audio"), ("ref_audio", "reference prompt")):
+        path = getattr(row, key)
+        links[key], why = _href(path, page_dir, inline, gate)
+        if why is not None:
+            left_out.append(f"{row.source}: {row.utt}: {kind} {path}: {why}")
     values = {
         **{k: getattr(row, k) for k in ("utt", "source", "text", "status", "reasons", "duration_s", "rtf", "ttfp_s",
                                         "finish_reason", "wer", "hyp", "sim", "mos", "error", "line")},
-        "groups": row.groups, "diff": _compact_diff(row.diff),
-        "audio": _href(row.audio, page_dir, inline), "ref_audio": _href(row.ref_audio, page_dir, inline),
+        "groups": row.groups, "diff": _compact_diff(row.diff), **links,
     }
     return [_round(values[c]) for c in COLUMNS]
 
 
 def _round(value: Any) -> Any:
-    return round(value, 4) if isinstance(value, float) else value
+    return round(value, 4) if isinstance(value, float) and math.isfinite(value) else value
 
 
 def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]], out: Path, embed: Embed,
-             title: str | None) -> dict[str, Any]:
+             title: str | None, gate: AudioGate) -> dict[str, Any]:
     page_dir = out.resolve().parent
     rows = utterances.rows
     inline = set()
@@ -151,7 +192,9 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         inline = {id(r) for r in rows}
     elif embed.worst:
         inline = {id(r) for r in sorted((r for r in rows if r.audio), key=badness, reverse=True)[:embed.worst]}
-    table = [_row_values(r, page_dir, id(r) in inline) for r in rows]
+    left_out: list[str] = []
+    table = [_row_values(r, page_dir, id(r) in inline, gate, left_out) for r in rows]
+    embedded = sum(1 for r, values in zip(rows, table) if id(r) in inline and values[COLUMNS.index("audio")])
     figs = {name: fig for name, fig in (
         ("wer_hist", figures.wer_histogram(rows)), ("duration_hist", figures.duration_histogram(rows)),
         ("duration_vs_text", figures.duration_vs_text(rows)), ("sweep", figures.sweep(runs)),
@@ -187,7 +230,9 @@ def _context(sources: Sources, utterances: Utterances, runs: list[dict[str, Any]
         "comparisons": [{**c, "index": i} for i, c in enumerate(comparisons)],
         "confidence": f"{ab.CONFIDENCE:.0%}",
         "num_rows": len(rows),
-        "embedded": len(inline),
+        "embedded": embedded,
+        "audio_left_out": left_out[:MAX_LISTED],
+        "audio_left_out_more": max(0, len(left_out) - MAX_LISTED),
         "has_scores": any(r.wer is not None for r in rows),
         "has_sim": any(r.sim is not None for r in rows),
         "has_mos": any(r.mos is not None for r in rows),

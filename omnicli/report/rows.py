@@ -15,6 +15,7 @@ from typing import Any
 
 from omnicli.manifest import ManifestError, ManifestRow, read_manifest
 from omnicli.report.diff import word_diff
+from omnicli.report.models import EvalRow
 from omnicli.report.sources import Sources, SynthFolder
 
 # The one-click groups of the table, and the reasons / statuses that put a row in each.
@@ -74,6 +75,7 @@ class Utterances:
     rows: list[UttRow]
     wer_threshold: float | None
     notes: list[str]
+    manifest_dirs: list[Path] = field(default_factory=list)  # the folders of the manifests read (audio may be there)
 
 
 def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | None = None) -> Utterances:
@@ -83,6 +85,7 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
     labels: dict[Path, str] = {}
     manifests: dict[Path, dict[str, ManifestRow]] = {}
     read: set[Path] = set()
+    manifest_dirs: list[Path] = []
 
     def folder_rows(folder: Path, recorded_manifest: str | None) -> dict[str, UttRow]:
         key = folder.resolve()
@@ -92,7 +95,10 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
         path = manifest or _find_manifest(recorded_manifest, folder, cwd)
         if path is not None and path.resolve() not in read:
             read.add(path.resolve())
-            for utt, entry in _manifest_rows(path, notes).items():  # synth's manifest, then each eval's
+            entries = _manifest_rows(path, notes)
+            if entries:  # a manifest's prompts may live beside it: its folder is one the page may link into
+                manifest_dirs.append(path.resolve().parent)
+            for utt, entry in entries.items():  # synth's manifest, then each eval's
                 manifests.setdefault(key, {}).setdefault(utt, entry)
         elif path is None and recorded_manifest:
             notes.append(
@@ -113,9 +119,7 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
         label = labels[gen_dir.resolve()]
         threshold = ev.summary.wer_threshold if ev.summary.wer_threshold is not None else threshold
         for raw in ev.rows:
-            utt = raw.get("utt")
-            if not isinstance(utt, str):
-                continue
+            utt = raw.utt
             row = rows.get(utt) or rows.setdefault(
                 utt, UttRow(utt=utt, source=label, audio=_existing(gen_dir / f"{utt}.wav"))
             )
@@ -132,7 +136,7 @@ def collect_rows(sources: Sources, *, manifest: Path | None = None, cwd: Path | 
                 row.ref_audio = row.ref_audio or _existing(entry.prompt_wav)
                 row.line = row.line or entry.line_no
             out.append(row)
-    return Utterances(out, threshold, notes)
+    return Utterances(out, threshold, notes, manifest_dirs)
 
 
 def _label(folder: Path, cwd: Path) -> str:
@@ -194,31 +198,30 @@ def _from_synth(synth: SynthFolder, result: Any, label: str) -> UttRow:
     )
 
 
-def _add_eval(row: UttRow, raw: dict[str, Any]) -> None:
-    status = raw.get("status")
-    if status and status != "ok" and row.status == "ok":
-        row.status = status
-    row.text = row.text or raw.get("ref")
-    row.error = row.error or raw.get("error")
-    for reason in raw.get("reasons") or []:
+def _add_eval(row: UttRow, raw: EvalRow) -> None:
+    if raw.status and raw.status != "ok" and row.status == "ok":
+        row.status = raw.status
+    row.text = row.text or raw.ref
+    row.error = row.error or raw.error
+    for reason in raw.reasons:
         if reason not in row.reasons:
             row.reasons.append(reason)
-    if raw.get("over_30s") and "over_30s" not in row.reasons:
+    if raw.over_30s and "over_30s" not in row.reasons:
         row.reasons.append("over_30s")
-    if row.duration_s is None and isinstance(raw.get("audio_s"), (int, float)):
-        row.duration_s = float(raw["audio_s"])
-    if "wer" in raw:
-        row.wer = raw.get("wer")
-        row.hyp = raw.get("hyp")
-        if raw.get("ref_norm") is not None and raw.get("hyp_norm") is not None:
-            row.diff = word_diff(raw["ref_norm"], raw["hyp_norm"])
-    if "sim" in raw:
-        row.sim = raw.get("sim")
-    mos = raw.get("dnsmos_ovrl", raw.get("utmos"))
-    if isinstance(mos, (int, float)):
-        row.mos = float(mos)
-    row.ref_audio = row.ref_audio or _existing(raw.get("reference"))
-    kept = _existing(raw.get("retained"))
+    if row.duration_s is None and raw.audio_s is not None:
+        row.duration_s = raw.audio_s
+    if raw.has_wer:
+        row.wer = raw.wer
+        row.hyp = raw.hyp
+        if raw.ref_norm is not None and raw.hyp_norm is not None:
+            row.diff = word_diff(raw.ref_norm, raw.hyp_norm)
+    if raw.has_sim:
+        row.sim = raw.sim
+    mos = raw.dnsmos_ovrl if raw.dnsmos_ovrl is not None else raw.utmos
+    if mos is not None:
+        row.mos = mos
+    row.ref_audio = row.ref_audio or _existing(raw.reference)
+    kept = _existing(raw.retained)
     if kept and kept not in row.retained:
         row.retained.append(kept)
     if row.audio is None and row.retained:
@@ -236,35 +239,34 @@ def _add_sidecars(
         meta = sidecar.meta
         wav = _existing(sidecar.path.with_suffix(".wav"))
         row = by_retained.get(wav) if wav else None
-        made_from = _existing(meta.get("output_wav") or meta.get("gen_wav"))
+        made_from = _existing(meta.output_wav or meta.gen_wav)
         if row is None and made_from is not None:  # kept by a run whose results do not name the copy: by its output
             row = by_output.get(made_from)
         if row is None:
             folder = sidecar.path.parent.resolve()
             rows = by_folder.setdefault(folder, {})
             labels.setdefault(folder, _label(folder, cwd))
-            utt = str(meta.get("utt") or sidecar.path.stem)
+            utt = meta.utt or sidecar.path.stem
             key = utt if utt not in rows else f"{utt} ({sidecar.path.stem})"
-            raw_timings = meta.get("timings")
-            timings: dict[str, Any] = raw_timings if isinstance(raw_timings, dict) else {}
+            timings = meta.timings
             row = rows[key] = UttRow(
                 utt=key,
                 source=labels[folder],
-                text=meta.get("text") or meta.get("expected_text"),
-                status=str(meta.get("status") or "retained"),
-                error=meta.get("error"),
-                duration_s=meta.get("duration_s"),
-                rtf=timings.get("rtf"),
-                ttfp_s=timings.get("ttfp_s"),
-                finish_reason=meta.get("finish_reason"),
-                hyp=meta.get("transcript"),
-                wer=meta.get("wer"),
+                text=meta.text or meta.expected_text,
+                status=meta.status or "retained",
+                error=meta.error,
+                duration_s=meta.duration_s,
+                rtf=timings.rtf if timings else None,
+                ttfp_s=timings.ttfp_s if timings else None,
+                finish_reason=meta.finish_reason,
+                hyp=meta.transcript,
+                wer=meta.wer,
                 audio=wav,
                 retained=[wav] if wav else [],
-                ref_audio=_existing(meta.get("reference_wav") or meta.get("reference")),
+                ref_audio=_existing(meta.reference_wav or meta.reference),
             )
-        for reason in meta.get("reasons") or []:
+        for reason in meta.reasons:
             if reason not in row.reasons:
                 row.reasons.append(reason)
-        if row.diff is None and isinstance(meta.get("ref_norm"), str) and isinstance(meta.get("hyp_norm"), str):
-            row.diff = word_diff(meta["ref_norm"], meta["hyp_norm"])  # an eval-wer sidecar keeps both
+        if row.diff is None and meta.ref_norm is not None and meta.hyp_norm is not None:
+            row.diff = word_diff(meta.ref_norm, meta.hyp_norm)  # an eval-wer sidecar keeps both

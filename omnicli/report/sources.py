@@ -23,6 +23,8 @@ from pydantic import ValidationError
 
 from omnicli.errors import UsageError
 from omnicli.evaluation.summaries import EvalSummary
+from omnicli.report.models import BenchRunView, EvalRow, SidecarMeta, drop_nonfinite, first_error
+from omnicli.runtime.files import UserFileError, jsonl_lines, read_user_text
 from omnicli.synth.results import SynthResult, SynthSummary
 
 MAX_DEPTH = 4  # OUT/<pass>/eval/ is three levels below a bench --audio-out folder
@@ -45,7 +47,7 @@ class EvalFolder:
     dir: Path
     kind: str  # "eval" or "eval-wer"
     summary: EvalSummary
-    rows: list[dict[str, Any]]
+    rows: list[EvalRow]
     gen_dir: Path | None  # where the scored wavs are
 
 
@@ -62,7 +64,7 @@ class BenchSource:
 @dataclass
 class Sidecar:
     path: Path
-    meta: dict[str, Any]
+    meta: SidecarMeta
 
 
 @dataclass
@@ -78,17 +80,19 @@ class Sources:
 
 
 def read_sources(paths: list[Path]) -> Sources:
-    """Reads every path (a folder, or a single bench result file). Unknown files are skipped."""
+    """Reads every path (a folder, or a single bench result file). Unknown files are skipped; a file or row
+    that cannot be read is a note (shown on the page under "Not read"), never the end of the report."""
     sources = Sources()
     seen: set[Path] = set()  # a folder inside another one given (eval's out inside its GEN_DIR) is read once
     for path in paths:
         if not path.exists():
             raise SourceError(f"{path}: no such file or folder")
-        if path.is_file():
+        if not path.is_dir():
             if path.resolve() not in seen:
                 seen.add(path.resolve())
-                if not _read_bench_file(path, sources):
-                    raise SourceError(f"{path}: not an omni bench result file")
+                if not _guarded(path, sources, _read_bench_file, path, sources):
+                    raise SourceError(f"{path}: not an omni bench result file"
+                                      + (f" ({sources.notes[-1]})" if sources.notes else ""))
             continue
         for folder, files in _walk(path):
             if folder.resolve() not in seen:
@@ -96,6 +100,18 @@ def read_sources(paths: list[Path]) -> Sources:
                 _read_folder(folder, files, sources)
     _drop_duplicate_runs(sources)
     return sources
+
+
+def _guarded(path: Path, sources: Sources, read: Any, *args: Any) -> Any:
+    """`read(*args)`, or, when something in the file is beyond what the readers expect, a note and None:
+    one file never ends the report."""
+    try:
+        return read(*args)
+    except RecursionError:
+        sources.notes.append(f"{path}: nested too deeply to read; skipped")
+    except Exception as exc:  # (a file anyone may have edited: whatever it holds, the rest is shown)
+        sources.notes.append(f"{path}: not read ({type(exc).__name__}: {exc}); skipped")
+    return None
 
 
 def _walk(root: Path) -> Iterator[tuple[Path, set[str]]]:
@@ -110,62 +126,89 @@ def _walk(root: Path) -> Iterator[tuple[Path, set[str]]]:
 
 def _read_folder(folder: Path, files: set[str], sources: Sources) -> None:
     if "results.jsonl" in files:
-        _read_synth(folder, "summary.json" in files, sources)
+        _guarded(folder / "results.jsonl", sources, _read_synth, folder, "summary.json" in files, sources)
     for kind, summary_name, rows_name in (("eval", "eval_summary.json", "eval_results.jsonl"),
                                           ("eval-wer", "wer_summary.json", "wer_results.jsonl")):
         if summary_name in files:
-            _read_eval(folder, kind, folder / summary_name, folder / rows_name, sources)
+            _guarded(folder / summary_name, sources, _read_eval, folder, kind, folder / summary_name,
+                     folder / rows_name, sources)
     for name in sorted(files):
         path = folder / name
         if name.startswith(SIDECAR_PREFIX) and name.endswith(".json"):
-            meta = _load_json(path, sources)
-            if isinstance(meta, dict):
-                sources.sidecars.append(Sidecar(path, meta))
+            _guarded(path, sources, _read_sidecar, path, sources)
         elif name.endswith((".json", ".jsonl")) and name not in _KNOWN_NAMES:
-            _read_bench_file(path, sources)
+            _guarded(path, sources, _read_bench_file, path, sources)
 
 
 _KNOWN_NAMES = {"results.jsonl", "summary.json", "eval_summary.json", "eval_results.jsonl",
                 "wer_summary.json", "wer_results.jsonl"}
 
 
-def _load_json(path: Path, sources: Sources) -> Any:
+def _read_text(path: Path, sources: Sources) -> str | None:
+    """The file's text: only a regular file within the size bound (a FIFO or a link to /dev/zero is a note)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        sources.notes.append(f"{path}: not readable JSON ({exc})")
+        return read_user_text(path)
+    except UserFileError as exc:
+        sources.notes.append(f"{path}: {exc.reason}")
         return None
 
 
-def _read_jsonl(path: Path, sources: Sources) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _load_json(path: Path, sources: Sources) -> Any:
+    text = _read_text(path, sources)
+    if text is None:
+        return None
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        sources.notes.append(f"{path}: not readable ({exc})")
+        return _finite(json.loads(text), text, str(path), sources)
+    except json.JSONDecodeError as exc:
+        sources.notes.append(f"{path}: not readable JSON ({exc})")
+    except RecursionError:
+        sources.notes.append(f"{path}: JSON nested too deeply to read")
+    return None
+
+
+def _finite(value: Any, text: str, where: str, sources: Sources) -> Any:
+    """`value` with NaN / Infinity replaced by None, noted (the page's JSON.parse would refuse them). Only text
+    holding the tokens is walked (Python's json writes non-finite numbers as NaN, Infinity, -Infinity)."""
+    if "NaN" not in text and "Infinity" not in text:
+        return value
+    clean, count = drop_nonfinite(value, infinite_ok=("request_rate",))
+    if count:
+        sources.notes.append(f"{where}: {count} number(s) NaN or Infinity, shown empty")
+    return clean
+
+
+def _read_jsonl(path: Path, sources: Sources) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each JSON object line; other lines are notes."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    text = _read_text(path, sources)
+    if text is None:
         return rows
-    for line_no, line in enumerate(lines, start=1):
+    for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _finite(json.loads(line), line, f"{path}:{line_no}", sources)
         except json.JSONDecodeError as exc:
             sources.notes.append(f"{path}:{line_no}: not JSON ({exc.msg}); row skipped")
             continue
+        except RecursionError:
+            sources.notes.append(f"{path}:{line_no}: JSON nested too deeply to read; row skipped")
+            continue
         if isinstance(row, dict):
-            rows.append(row)
+            rows.append((line_no, row))
+        else:
+            sources.notes.append(f"{path}:{line_no}: not a JSON object; row skipped")
     return rows
 
 
 def _read_synth(folder: Path, has_summary: bool, sources: Sources) -> None:
     latest: dict[str, SynthResult] = {}  # the latest row of an utt wins, as resume reads them
-    for line_no, raw in enumerate(_read_jsonl(folder / "results.jsonl", sources), start=1):
+    path = folder / "results.jsonl"
+    for line_no, raw in _read_jsonl(path, sources):
         try:
             row = SynthResult.model_validate(raw)
         except ValidationError as exc:
-            sources.notes.append(
-                f"{folder / 'results.jsonl'}:{line_no}: not a synth row ({exc.error_count()} errors); skipped"
-            )
+            sources.notes.append(f"{path}:{line_no}: not a synth row ({first_error(exc)}); skipped")
             continue
         latest.pop(row.utt, None)
         latest[row.utt] = row
@@ -184,19 +227,36 @@ def _read_eval(folder: Path, kind: str, summary_path: Path, rows_path: Path, sou
     try:
         summary = EvalSummary.model_validate(data)
     except ValidationError as exc:
-        sources.notes.append(f"{summary_path}: not an omni {kind} summary ({exc.error_count()} errors); skipped")
+        sources.notes.append(f"{summary_path}: not an omni {kind} summary ({first_error(exc)}); skipped")
         return
-    rows = _read_jsonl(rows_path, sources) if rows_path.exists() else []
+    rows: list[EvalRow] = []
+    for line_no, raw in _read_jsonl(rows_path, sources) if rows_path.exists() else []:
+        try:
+            rows.append(EvalRow.model_validate(raw))
+        except ValidationError as exc:
+            sources.notes.append(f"{rows_path}:{line_no}: not an {kind} row ({first_error(exc)}); skipped")
     sources.evals.append(EvalFolder(folder, kind, summary, rows, _gen_dir(folder, summary.gen_dir)))
+
+
+def _read_sidecar(path: Path, sources: Sources) -> None:
+    raw = _load_json(path, sources)
+    if not isinstance(raw, dict):
+        if raw is not None:
+            sources.notes.append(f"{path}: not a retention sidecar (not a JSON object); skipped")
+        return
+    try:
+        meta = SidecarMeta.model_validate(raw)
+    except ValidationError as exc:
+        sources.notes.append(f"{path}: not a retention sidecar ({first_error(exc)}); skipped")
+        return
+    sources.sidecars.append(Sidecar(path, meta))
 
 
 def _gen_dir(eval_dir: Path, recorded: str | None) -> Path | None:
     """The folder of the scored wavs: as recorded (absolute, or from here), else the eval folder's parent
     (eval's default --out is GEN_DIR/eval/)."""
-    if recorded:
+    if recorded and "\0" not in recorded:
         candidate = Path(recorded)
-        if candidate.is_absolute() and candidate.is_dir():
-            return candidate.resolve()
         if candidate.is_dir():
             return candidate.resolve()
     parent = eval_dir.parent
@@ -209,27 +269,43 @@ def _read_bench_file(path: Path, sources: Sources) -> bool:
         objects = _read_jsonl(path, sources)
     else:
         data = _load_json(path, sources)
-        objects = [data] if isinstance(data, dict) else []
+        objects = [(0, data)] if isinstance(data, dict) else []
     runs: list[dict[str, Any]] = []
-    for obj in objects:
+    for line_no, obj in objects:
+        where = f"{path}:{line_no}" if line_no else str(path)
         if isinstance(obj.get("runs"), list) and "comparisons" in obj:
-            doc_runs = [r for r in obj["runs"] if isinstance(r, dict)]
+            doc_runs = [run for i, r in enumerate(obj["runs"])
+                        if (run := _bench_run(r, f"{where}: runs[{i}]", sources)) is not None]
+            engine_error = obj.get("engine_error")
             sources.bench.append(
                 BenchSource(
                     path,
                     doc_runs,
                     [c for c in obj.get("comparisons") or [] if isinstance(c, dict)],
-                    bool(obj.get("interrupted")),
-                    obj.get("engine_error"),
+                    obj.get("interrupted") is True,
+                    engine_error if isinstance(engine_error, str) else None,
                     document=True,
                 )
             )
             continue
-        if _is_vllm_pass(obj):
-            runs.append(obj)
+        if _is_vllm_pass(obj) and (run := _bench_run(obj, where, sources)) is not None:
+            runs.append(run)
     if runs:
         sources.bench.append(BenchSource(path, runs))
     return bool(runs) or any(b.path == path for b in sources.bench)
+
+
+def _bench_run(raw: Any, where: str, sources: Sources) -> dict[str, Any] | None:
+    """The run as read, when the keys the page uses have the types it expects; else a note and None."""
+    if not isinstance(raw, dict):
+        sources.notes.append(f"{where}: not a JSON object; run skipped")
+        return None
+    try:
+        BenchRunView.model_validate(raw)
+    except ValidationError as exc:
+        sources.notes.append(f"{where}: not a bench run ({first_error(exc)}); skipped")
+        return None
+    return raw
 
 
 def _is_vllm_pass(obj: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, percen
 from omnicli.benchmark.report import group_by_shape, ratio, round_ratios
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
 from omnicli.runtime.console import console, fmt_number
+from omnicli.runtime.safe_text import rich_literal as lit
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult
@@ -74,15 +75,16 @@ def results_table(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAU
     """One column per pass (a sweep reads left to right)."""
     profiles = sorted({r.profile_label for r in runs})
     first = runs[0]
-    title = f"omni bench - {first.model} on {first.device}"
+    # labels, model and device names are read back from files anyone may have written (bench-export): literal
+    title = f"omni bench - {lit(first.model)} on {lit(first.device)}"
     if len(profiles) == 1:
-        title += f" - profile {first.profile_label}"
+        title += f" - profile {lit(first.profile_label)}"
     if first.num_engines:
         title += f" - total of {first.num_engines} engines on Ray"
     table = Table(title=title)
     table.add_column("Metric")
     for run in runs:
-        heading = column_title(run) if len(profiles) == 1 else f"{run.profile_label} {column_title(run)}"
+        heading = column_title(run) if len(profiles) == 1 else f"{lit(run.profile_label)} {column_title(run)}"
         table.add_column(heading, justify="right")
     all_rows = [table_rows(r, percentiles) for r in runs]
     for i, (label, _, _) in enumerate(all_rows[0]):
@@ -98,9 +100,9 @@ def comparison_tables(runs: Sequence[BenchRun], percentiles: Sequence[float] = D
         table = Table(title=f"A/B - {column_title(base)}")
         table.add_column("Metric")
         for run in group:
-            table.add_column(run.profile_label, justify="right")
+            table.add_column(lit(run.profile_label), justify="right")
         for run in group[1:]:
-            table.add_column(f"{run.profile_label}/{base.profile_label}", justify="right")
+            table.add_column(f"{lit(run.profile_label)}/{lit(base.profile_label)}", justify="right")
         rows = [table_rows(r, percentiles) for r in group]
         for i, (label, key, _) in enumerate(rows[0]):
             ratios = []
@@ -150,7 +152,7 @@ def interleaved_tables(runs: Sequence[BenchRun]) -> list[Table]:
         for other in group[1:]:
             if not (base.interleaved and other.interleaved):
                 continue
-            a, b = base.profile_label, other.profile_label
+            a, b = lit(base.profile_label), lit(other.profile_label)
             table = Table(title=f"A/B interleaved - {column_title(base)} - median (min-max) of {base.rounds} / "
                                 f"{other.rounds} rounds, {_load_note([base, other])}")
             table.add_column("Metric")
@@ -185,7 +187,7 @@ def engine_tables(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAU
         entries = run.per_engine or []
         if not entries:
             continue
-        table = Table(title=f"per engine - {run.profile_label} {column_title(run)}")
+        table = Table(title=f"per engine - {lit(run.profile_label)} {column_title(run)}")
         table.add_column("Metric")
         columns = []
         for entry, view in zip(entries, engine_views(run)):
@@ -204,7 +206,7 @@ def print_failures(runs: Sequence[BenchRun]) -> None:
     if failed:
         console.print(f"[red]{len(failed)} failed request(s):[/red]")
         for f in failed[:20]:
-            console.print(f"  {f.utt} ({f.request_id}): {f.error}")
+            console.print(f"  {lit(f.utt)} ({lit(f.request_id)}): {lit(f.error)}")
         if len(failed) > 20:
             console.print(f"  ... and {len(failed) - 20} more (see the result file)")
     empty = sum(r.num_empty_audio for r in runs)

@@ -10,6 +10,7 @@ import typer
 from omnicli.benchmark.outputs.table import engine_views, interleaved_rows, print_failures, table_rows
 from omnicli.benchmark.report import group_by_shape
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
+from omnicli.runtime.safe_text import printable
 
 if TYPE_CHECKING:
     from omnicli.benchmark.session import PassResult
@@ -19,7 +20,7 @@ def run_heading(run: BenchRun) -> str:
     shape = [f"c={run.max_concurrency}" if run.max_concurrency is not None else "no cap"]
     if run.request_rate != "inf":
         shape.append(f"rate={run.request_rate:g}/s")
-    return f"{run.profile_label} {' '.join(shape)}"
+    return f"{printable(run.profile_label)} {' '.join(shape)}"
 
 
 def text_lines(runs: Sequence[BenchRun], percentiles: Sequence[float]) -> list[str]:
@@ -27,19 +28,19 @@ def text_lines(runs: Sequence[BenchRun], percentiles: Sequence[float]) -> list[s
     lines: list[str] = []
     for run in runs:
         lines.append(f"== {run_heading(run)} ==")
-        lines.append(f"Model: {run.model}")
-        lines.append(f"Device: {run.device}")
+        lines.append(f"Model: {printable(run.model)}")
+        lines.append(f"Device: {printable(run.device)}")
         lines.extend(f"{label}: {value}" for label, _, value in table_rows(run, percentiles))
         for entry, view in zip(run.per_engine or [], engine_views(run)):  # --ray: each engine after the total
             lines.append(f"== {run_heading(run)} engine {entry.engine} ==")
             if view is None:
-                lines.append(f"Engine error: {entry.engine_error}")
+                lines.append(f"Engine error: {printable(entry.engine_error)}")
             else:
                 lines.extend(f"{label}: {value}" for label, _, value in table_rows(view, percentiles))
     for group in group_by_shape(runs):  # --interleave: each metric of b against a, over the rounds
         for other in group[1:]:
             if group[0].interleaved and other.interleaved:
-                lines.append(f"== interleaved {other.profile_label}/{run_heading(group[0])} ==")
+                lines.append(f"== interleaved {printable(other.profile_label)}/{run_heading(group[0])} ==")
                 lines.extend(f"{label}: {a} | {b} | {summary}"
                              for label, a, b, summary in interleaved_rows(group[0], other))
     return lines
