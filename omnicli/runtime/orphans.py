@@ -30,12 +30,23 @@ POLL_S = 0.5  # how often the watcher looks for new children of its parent
 _DISARM = b"disarm\n"
 
 
+# How multiprocessing starts its resource tracker: `python [flags] -c "<this>main(FD)"`.
+_TRACKER_CODE = "from multiprocessing.resource_tracker import main;main("
+
+
 def is_resource_tracker(proc: psutil.Process) -> bool:
     """multiprocessing's resource tracker exits by itself once its users are gone and must
     outlive them to unlink their shared memory, so it is never killed here."""
     with contextlib.suppress(psutil.Error):
-        return any("resource_tracker" in part for part in proc.cmdline())
+        return is_tracker_command(proc.cmdline())
     return False
+
+
+def is_tracker_command(cmdline: list[str]) -> bool:
+    """The tracker's own command line: its code is the `-c` program. Matched exactly, not by a
+    word anywhere: every process we spawn carries `-Wignore:resource_tracker:UserWarning`
+    (commands/interrupts.py), and a stage worker must not pass for a tracker."""
+    return any(flag == "-c" and code.startswith(_TRACKER_CODE) for flag, code in zip(cmdline, cmdline[1:]))
 
 
 def terminate_tree(procs: Iterable[psutil.Process], grace_s: float = TERM_GRACE_S) -> list[int]:
