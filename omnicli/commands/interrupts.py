@@ -10,8 +10,11 @@ import threading
 from enum import Enum
 from typing import TYPE_CHECKING
 
+import psutil
+
 from omnicli.commands.common import EXIT_INTERRUPTED, err_console
 from omnicli.runtime.orphans import terminate_children
+from omnicli.runtime.run_folder import remove_live
 from omnicli.runtime.signals import StopSignals
 
 if TYPE_CHECKING:
@@ -73,7 +76,9 @@ class EngineRunInterrupts:
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:
             logging.disable(logging.CRITICAL)  # vLLM's front-end logs its dead engine core: noise now
+            children = [p.pid for p in psutil.Process().children()]
             terminate_children(grace_s=1.0)
+            remove_live(children)  # the engine's run folder: os._exit runs no clean-up of its own
             # Held until exit, so the main thread is never cut off in the middle of its own write.
             if self.save_lock.acquire(timeout=5.0):
                 self.save_partial()
