@@ -76,6 +76,7 @@ class EngineRunInterrupts:
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:
             logging.disable(logging.CRITICAL)  # vLLM's front-end logs its dead engine core: noise now
+            threading.excepthook = _silent  # and its threads fail (vLLM-Omni's orchestrator, in start-up)
             children = [p.pid for p in psutil.Process().children()]
             terminate_children(grace_s=1.0)
             remove_live(children)  # the engine's run folder: os._exit runs no clean-up of its own
@@ -86,6 +87,10 @@ class EngineRunInterrupts:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
+
+
+def _silent(args: threading.ExceptHookArgs) -> None:
+    pass
 
 
 class BenchInterrupts(EngineRunInterrupts):

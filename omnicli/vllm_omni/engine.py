@@ -191,6 +191,8 @@ class OmniEngine:
         # multiprocessing's resource tracker ends by itself; everything else must live as long as the engine
         processes = [p for p in psutil.Process().children(recursive=True)
                      if p.pid not in before and p.pid != guard.watcher_pid and not is_resource_tracker(p)]
+        # the stages' engine cores first (ours: how they ended can be told), then their workers
+        processes.sort(key=lambda p: p.ppid() != os.getpid())
         workdir.note_pids(p.pid for p in processes)
         engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
         engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
