@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -66,6 +67,19 @@ def test_a_forced_exit_removes_every_run_folder_still_open(tmp_path):
     b.shm_root = tmp_path / "shm"
     run_folder.remove_live([stage])
     assert not a.path.exists() and not b.path.exists() and not path.exists()
+
+
+def test_a_temp_folder_too_long_for_socket_paths_gives_way_to_tmp(tmp_path, monkeypatch):
+    # vLLM's sockets go below the run folder: `ipc://<folder>/<uuid4>` must fit in 107 bytes.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / ("t" * 60)))
+    folder = RunFolder()
+    try:
+        assert folder.path.parent == run_folder.SHORT_BASE
+        assert len(str(folder.path)) + run_folder.SOCKET_NAME_LEN <= run_folder.SOCKET_PATH_MAX
+    finally:
+        folder.remove()
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert run_folder.default_base() == Path("/tmp")
 
 
 KILLED_RUN = """

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,9 +34,18 @@ START_TIMEOUT_S = 900
 ROWS = 8
 
 
-def start_synth(tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    """`omni synth` of ROWS rows on a tiny Qwen3-TTS, in its own session, with a temp folder of its own
-    (TMPDIR: what it leaves there is seen); output in tmp_path/"cli.log"."""
+@pytest.fixture
+def run_tmpdir():
+    """The run's own temp folder (TMPDIR), to see what it leaves there. Short, whatever pytest's
+    folders are: vLLM's socket paths below it must fit in 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="omni-vc-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_synth(tmp_path: Path, tmpdir: Path) -> tuple[subprocess.Popen, str]:
+    """`omni synth` of ROWS rows on a tiny Qwen3-TTS, in its own session, with `tmpdir` as its temp
+    folder; output in tmp_path/"cli.log"."""
     from omnicli.vllm_omni.checkpoints import build_tiny_qwen3_tts
     from omnicli.vllm_omni.shims import install_import_shims
 
@@ -48,7 +58,6 @@ def start_synth(tmp_path: Path) -> tuple[subprocess.Popen, str]:
         f"r{i}|Reference words.|prompts/{prompts[i % len(prompts)]}|Line number {i} of the set." for i in range(ROWS)
     ]
     (tmp_path / "meta.lst").write_text("\n".join(lines) + "\n")
-    (tmp_path / "tmp").mkdir()
     out = tmp_path / "out"
     marker = uuid.uuid4().hex
     cmd = [
@@ -78,25 +87,25 @@ def start_synth(tmp_path: Path) -> tuple[subprocess.Popen, str]:
         **os.environ,
         "OMNI_TEST_MARK": marker,
         "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        "TMPDIR": str(tmp_path / "tmp"),
+        "TMPDIR": str(tmpdir),
     }
     with open(tmp_path / "cli.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     return proc, marker
 
 
-def assert_nothing_left(tmp_path: Path, pids: set[int]) -> None:
+def assert_nothing_left(tmpdir: Path, pids: set[int]) -> None:
     """No socket, run folder or overlay in the run's temp folder (torch's own compile cache aside),
     no vLLM-Omni wake-up folder in /dev/shm for any of the run's processes."""
     from omnicli.runtime.run_folder import wake_dir
 
-    left = sorted(p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor_"))
+    left = sorted(p.name for p in tmpdir.iterdir() if not p.name.startswith("torchinductor_"))
     assert not left, left
     assert not [str(wake_dir(pid)) for pid in pids if wake_dir(pid).exists()]
 
 
-def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
-    proc, marker = start_synth(tmp_path)
+def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path, run_tmpdir):
+    proc, marker = start_synth(tmp_path, run_tmpdir)
     out = tmp_path / "out"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -118,7 +127,7 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
     assert not left, left
     assert "Traceback" not in log_text, log_text[-3000:]
     # Was: 14 ZMQ sockets in $TMPDIR and a /dev/shm/omni_shm_wake_0_<pid> folder per stage, exit 0 too
-    assert_nothing_left(tmp_path, pids)
+    assert_nothing_left(run_tmpdir, pids)
     rows = read_jsonl(out / RESULTS)
     assert 1 <= len(rows) < ROWS, log_text[-2000:]
     for row in rows:
@@ -131,12 +140,12 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
     assert "base_config:" in (out / "deploy_overlay.yaml").read_text()
 
 
-def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothing(tmp_path):
+def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothing(tmp_path, run_tmpdir):
     # The terminal's Ctrl-C reaches the whole process group. Was: about 100 lines of KeyboardInterrupt
     # tracebacks from the stage processes (interrupted in their imports); stage workers spared by the
     # orphan guard (their command line holds our -Wignore:resource_tracker filter) running on for
     # 30-45 s after omni had exited; the overlay's temp folder and vLLM's sockets left behind.
-    proc, marker = start_synth(tmp_path)
+    proc, marker = start_synth(tmp_path, run_tmpdir)
     seen: set[int] = {proc.pid}
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -160,4 +169,4 @@ def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothi
     assert "Traceback" not in log_text and "KeyboardInterrupt" not in log_text, log_text[-5000:]
     after = log_text[log_text.index("SIGINT"):].strip().splitlines()
     assert after[0].startswith("SIGINT: forced exit") and len(after) <= 3, after
-    assert_nothing_left(tmp_path, seen)
+    assert_nothing_left(run_tmpdir, seen)

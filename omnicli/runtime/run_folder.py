@@ -10,7 +10,8 @@ vLLM-Omni leaves files behind after every run, a clean one included:
   engine-core process, or ours when a stage runs its worker in-process. Their place is fixed, so
   they are removed by name, once the process that names them is gone.
 
-The folder is `omni-run-<our pid>-<random>` in the temp folder. `remove()` is the normal way out
+The folder is `omni-run-<our pid>-<random>` in the temp folder, or in /tmp when the temp folder's
+path is too long for the sockets below it (an AF_UNIX path holds 107 bytes). `remove()` is the normal way out
 (engine closed, or its start failed); `remove_live()` is a forced exit's (Ctrl-C twice, SIGTERM
 during start-up: `os._exit` runs no `finally`); the orphan guard's watcher removes it when we are
 killed (SIGKILL); and `sweep()`, at the next engine start, removes folders whose owner is dead and
@@ -29,6 +30,9 @@ from pathlib import Path
 import psutil
 
 PREFIX = "omni-run-"
+SOCKET_PATH_MAX = 107  # bytes in an AF_UNIX socket path (sun_path, less its NUL)
+SOCKET_NAME_LEN = 37  # what vLLM puts below VLLM_RPC_BASE_PATH: "/" + a uuid4
+SHORT_BASE = Path("/tmp")
 PIDS_FILE = "pids"  # processes whose wake-up folders are ours to remove, one pid a line
 SHM_ROOT = Path("/dev/shm")
 
@@ -44,7 +48,7 @@ class RunFolder:
     """`omni-run-<pid>-<random>/` in `base` (the temp folder); see the module docstring."""
 
     def __init__(self, base: Path | None = None, shm_root: Path = SHM_ROOT):
-        self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
+        self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base or default_base()))
         self.shm_root = shm_root
         _live[self.path] = self
 
@@ -58,6 +62,13 @@ class RunFolder:
         _live.pop(self.path, None)
         mine = [] if _live else [os.getpid()]  # another engine of this process may still use ours
         remove_folder(self.path, [*mine, *pids], self.shm_root)
+
+
+def default_base() -> Path:
+    """The temp folder, unless vLLM's socket paths below a run folder there would not fit."""
+    base = Path(tempfile.gettempdir())
+    longest = len(os.fsencode(base)) + len(f"/{PREFIX}{os.getpid()}-12345678") + SOCKET_NAME_LEN
+    return base if longest <= SOCKET_PATH_MAX else SHORT_BASE
 
 
 def note_pids(folder: Path, pids: Iterable[int]) -> None:
@@ -83,16 +94,18 @@ def remove_folder(folder: Path, pids: Iterable[int] = (), shm_root: Path = SHM_R
 
 
 def sweep(base: Path | None = None, shm_root: Path = SHM_ROOT) -> list[Path]:
-    """Removes the run folders (and their wake-up folders) of runs that are no longer running."""
-    base = Path(base or tempfile.gettempdir())
+    """Removes the run folders (and their wake-up folders) of runs that are no longer running,
+    in `base` (default: the temp folder and /tmp, where `default_base` may put them)."""
+    bases = [base] if base is not None else sorted({Path(tempfile.gettempdir()), SHORT_BASE})
     swept = []
-    with contextlib.suppress(OSError):
-        for folder in base.glob(f"{PREFIX}*-*"):
-            owner = _owner_pid(folder)
-            if owner is None or not _gone(owner) or not folder.is_dir() or folder.is_symlink():
-                continue
-            remove_folder(folder, [owner], shm_root)
-            swept.append(folder)
+    for where in bases:
+        with contextlib.suppress(OSError):
+            for folder in where.glob(f"{PREFIX}*-*"):
+                owner = _owner_pid(folder)
+                if owner is None or not _gone(owner) or not folder.is_dir() or folder.is_symlink():
+                    continue
+                remove_folder(folder, [owner], shm_root)
+                swept.append(folder)
     return swept
 
 
