@@ -53,10 +53,14 @@ def test_removing_a_run_folder_removes_the_wake_up_folders_of_its_processes_once
     (folder.path / "deploy_overlay.yaml").write_text("base_config: x\n")
     gone, noted, running = dead_pid(), dead_pid(), sleeper.pid
     dirs = {pid: make_wake_dir(pid, shm) for pid in (gone, noted, running, os.getpid())}
+    semaphores = {pid: shm / f"sem.loky-{pid}-7" for pid in (gone, running)}  # left by a forced exit
+    for path in semaphores.values():
+        path.write_bytes(b"\0" * 32)
     folder.note_pids([noted])
     folder.remove([gone, running])
     assert not folder.path.exists()
     assert [pid for pid, path in dirs.items() if path.exists()] == [running]  # still in use: kept
+    assert [pid for pid, path in semaphores.items() if path.exists()] == [running]
     folder.remove()  # twice is harmless
 
 

@@ -96,12 +96,13 @@ def start_synth(tmp_path: Path, tmpdir: Path) -> tuple[subprocess.Popen, str]:
 
 def assert_nothing_left(tmpdir: Path, pids: set[int]) -> None:
     """No socket, run folder or overlay in the run's temp folder (torch's own compile cache aside),
-    no vLLM-Omni wake-up folder in /dev/shm for any of the run's processes."""
+    no vLLM-Omni wake-up folder or semaphore in /dev/shm for any of the run's processes."""
     from omnicli.runtime.run_folder import wake_dir
 
     left = sorted(p.name for p in tmpdir.iterdir() if not p.name.startswith("torchinductor_"))
     assert not left, left
     assert not [str(wake_dir(pid)) for pid in pids if wake_dir(pid).exists()]
+    assert not [p.name for pid in pids for p in Path("/dev/shm").glob(f"sem.loky-{pid}-*")]
 
 
 def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path, run_tmpdir):

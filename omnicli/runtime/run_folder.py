@@ -9,6 +9,9 @@ vLLM-Omni leaves files behind after every run, a clean one included:
   the parent of the process that receives (vllm_omni ... shm_connector._wakeup_directory): a stage
   engine-core process, or ours when a stage runs its worker in-process. Their place is fixed, so
   they are removed by name, once the process that names them is gone.
+- multiprocessing semaphores a stage process made and a forced exit left unlinked, named
+  `/dev/shm/sem.loky-<pid>-<n>` once joblib's loky is imported (it renames them): removed by
+  name the same way.
 
 The folder is `omni-run-<our pid>-<random>` in the temp folder, or in /tmp when the temp folder's
 path is too long for the sockets below it (an AF_UNIX path holds 107 bytes). `remove()` is the normal way out
@@ -90,6 +93,10 @@ def remove_folder(folder: Path, pids: Iterable[int] = (), shm_root: Path = SHM_R
     for pid in sorted(candidates):
         if pid == os.getpid() or _gone(pid):
             shutil.rmtree(wake_dir(pid, shm_root), ignore_errors=True)
+        if pid != os.getpid() and _gone(pid):
+            for semaphore in shm_root.glob(f"sem.loky-{pid}-*"):
+                with contextlib.suppress(OSError):
+                    semaphore.unlink()
     shutil.rmtree(folder, ignore_errors=True)
 
 
