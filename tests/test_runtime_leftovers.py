@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import subprocess
@@ -210,3 +211,20 @@ def test_a_stage_process_that_was_killed_is_told_as_killed_with_no_stack_trace_c
         assert _how_it_ended(dead_pid() + 10_000_000) == "is gone"  # not a child of ours
     finally:
         assert killed.wait() == -signal.SIGKILL and failed.wait() == 3
+
+
+def test_a_stage_process_already_reaped_by_vllm_is_still_told_as_killed():
+    # vLLM's process manager waits on each stage's sentinel and reaps it at once: the code is
+    # then only in the multiprocessing.Process object (was told as "is gone").
+    proc = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(300,))
+    proc.start()
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        multiprocessing.connection.wait([proc.sentinel], 60)  # reaped, as vLLM's monitor does it
+        deadline = time.monotonic() + 60
+        while proc.exitcode is None and time.monotonic() < deadline:  # the pipe closes just before the exit
+            time.sleep(0.01)
+        assert proc.exitcode == -signal.SIGKILL
+        assert _how_it_ended(proc.pid).startswith("was killed by SIGKILL")
+    finally:
+        proc.kill()

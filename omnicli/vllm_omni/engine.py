@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import multiprocessing
 import os
 import signal
 import time
@@ -402,19 +403,32 @@ def _describe(proc: psutil.Process) -> str:
 
 
 def _how_it_ended(pid: int) -> str:
-    """How a child of ours that is not yet reaped ended (looked at, not reaped: multiprocessing
-    owns it): killed by which signal, or its exit status. Anything else "is gone"."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except (ChildProcessError, OSError):
-        info = None
-    if info is None:
+    """How a stage process of ours ended: killed by which signal, or its exit status; else "is gone"."""
+    code = _exit_code(pid)
+    if code is None:
         return "is gone"
-    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
-        name = signal.Signals(info.si_status).name if info.si_status in signal.valid_signals() else info.si_status
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
         return (f"was killed by {name} (by another process or the kernel's out-of-memory killer: "
                 "a killed process prints no error of its own)")
-    return f"exited with status {info.si_status} (vLLM-Omni's error lines above, if it printed any, name the cause)"
+    return f"exited with status {code} (vLLM-Omni's error lines above, if it printed any, name the cause)"
+
+
+def _exit_code(pid: int) -> int | None:
+    """-N for killed by signal N, else the exit status; None when unknown. vLLM's process manager
+    reaps a stage at once (it waits on the process's sentinel), so its code is in the
+    multiprocessing.Process object that started it; a child of ours not started that way is
+    looked at without being reaped (waitid WNOWAIT)."""
+    for proc in list(getattr(multiprocessing.process, "_children", ())):  # what this process started
+        if proc.pid == pid:
+            return proc.exitcode
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except OSError:
+        return None
+    if info is None:
+        return None
+    return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
 
 
 def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psutil.Process] | None,
