@@ -215,7 +215,7 @@ def test_a_stage_process_that_was_killed_is_told_as_killed_with_no_stack_trace_c
 
 def test_a_stage_process_already_reaped_by_vllm_is_still_told_as_killed():
     # vLLM's process manager waits on each stage's sentinel and reaps it at once: the code is
-    # then only in the multiprocessing.Process object (was told as "is gone").
+    # then only in the multiprocessing.Process object, which the engine keeps from its start.
     proc = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(300,))
     proc.start()
     try:
@@ -225,6 +225,7 @@ def test_a_stage_process_already_reaped_by_vllm_is_still_told_as_killed():
         while proc.exitcode is None and time.monotonic() < deadline:  # the pipe closes just before the exit
             time.sleep(0.01)
         assert proc.exitcode == -signal.SIGKILL
-        assert _how_it_ended(proc.pid).startswith("was killed by SIGKILL")
+        assert _how_it_ended(proc.pid) == "is gone"  # reaped: the pid alone no longer tells
+        assert _how_it_ended(proc.pid, proc).startswith("was killed by SIGKILL")
     finally:
         proc.kill()

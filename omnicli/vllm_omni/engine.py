@@ -148,6 +148,7 @@ class OmniEngine:
         self._closed = False
         self._watchdog: asyncio.Task | None = None
         self._streams: dict[str, asyncio.Task] = {}
+        self._started: dict[int, Any] = {}  # pid -> the multiprocessing.Process that started a stage
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
@@ -196,6 +197,8 @@ class OmniEngine:
         processes.sort(key=lambda p: p.ppid() != os.getpid())
         workdir.note_pids(p.pid for p in processes)
         engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
+        # kept: vLLM reaps a stage that dies, and then only this object knows how it ended
+        engine._started = {p.pid: p for p in multiprocessing.active_children() if p.pid is not None}
         engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
         engine.startup_seconds = time.perf_counter() - t0
         log.info(
@@ -319,7 +322,8 @@ class OmniEngine:
                     continue
             except psutil.Error:
                 pass
-            return f"a vLLM-Omni stage process ({_describe(proc)}) {_how_it_ended(proc.pid)}"
+            ended = _how_it_ended(proc.pid, self._started.get(proc.pid))
+            return f"a vLLM-Omni stage process ({_describe(proc)}) {ended}"
         if self._omni is not None and getattr(self._omni, "errored", False):
             return "vLLM-Omni's orchestrator stopped (vLLM-Omni's error lines above, if it printed any, name the cause)"
         return None
@@ -402,9 +406,10 @@ def _describe(proc: psutil.Process) -> str:
         return f"pid {proc.pid}"
 
 
-def _how_it_ended(pid: int) -> str:
-    """How a stage process of ours ended: killed by which signal, or its exit status; else "is gone"."""
-    code = _exit_code(pid)
+def _how_it_ended(pid: int, started: Any = None) -> str:
+    """How a stage process of ours ended: killed by which signal, or its exit status; else "is gone".
+    `started`: the multiprocessing.Process that started it, if known."""
+    code = _exit_code(pid, started)
     if code is None:
         return "is gone"
     if code < 0:
@@ -414,14 +419,13 @@ def _how_it_ended(pid: int) -> str:
     return f"exited with status {code} (vLLM-Omni's error lines above, if it printed any, name the cause)"
 
 
-def _exit_code(pid: int) -> int | None:
+def _exit_code(pid: int, started: Any = None) -> int | None:
     """-N for killed by signal N, else the exit status; None when unknown. vLLM's process manager
     reaps a stage at once (it waits on the process's sentinel), so its code is in the
     multiprocessing.Process object that started it; a child of ours not started that way is
     looked at without being reaped (waitid WNOWAIT)."""
-    for proc in list(getattr(multiprocessing.process, "_children", ())):  # what this process started
-        if proc.pid == pid:
-            return proc.exitcode
+    if started is not None:
+        return started.exitcode
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except OSError:
