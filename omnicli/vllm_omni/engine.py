@@ -419,20 +419,26 @@ def _how_it_ended(pid: int, started: Any = None) -> str:
     return f"exited with status {code} (vLLM-Omni's error lines above, if it printed any, name the cause)"
 
 
-def _exit_code(pid: int, started: Any = None) -> int | None:
+def _exit_code(pid: int, started: Any = None, wait_s: float = 1.0) -> int | None:
     """-N for killed by signal N, else the exit status; None when unknown. vLLM's process manager
     reaps a stage at once (it waits on the process's sentinel), so its code is in the
     multiprocessing.Process object that started it; a child of ours not started that way is
-    looked at without being reaped (waitid WNOWAIT)."""
-    if started is not None:
-        return started.exitcode
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except OSError:
-        return None
-    if info is None:
-        return None
-    return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
+    looked at without being reaped (waitid WNOWAIT). A process seen gone may still be in the
+    middle of its exit: its status is waited for up to `wait_s` (once, when the engine dies)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if started is not None:
+            code = started.exitcode
+        else:
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except OSError:
+                return None  # not a child of ours, or reaped by someone else
+            code = None if info is None else (
+                -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status)
+        if code is not None or time.monotonic() >= deadline:
+            return code
+        time.sleep(0.02)
 
 
 def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psutil.Process] | None,
