@@ -267,6 +267,49 @@ def test_disarmed_guard_leaves_children_alone():
         parent.kill()
 
 
+# Our engine's children as vLLM-Omni starts them: multiprocessing spawn, with the warning filter
+# every command adds (`-Wignore:resource_tracker:UserWarning`), and a real resource tracker.
+SPAWNING_PARENT = """
+import multiprocessing, time
+from multiprocessing import resource_tracker
+from omnicli.commands.interrupts import quiet_resource_tracker
+from omnicli.runtime.orphans import OrphanGuard
+quiet_resource_tracker()
+guard = OrphanGuard()
+ctx = multiprocessing.get_context("spawn")
+lock = ctx.Lock()  # starts the resource tracker (a semaphore to track)
+child = ctx.Process(target=time.sleep, args=(300,))
+child.start()
+print(child.pid, resource_tracker._resource_tracker._pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_the_resource_tracker_test_spares_the_tracker_alone():
+    # Was: "resource_tracker" anywhere in the command line, so the warning filter we give every
+    # spawned child made each of them pass for a tracker.
+    from omnicli.runtime.orphans import is_resource_tracker
+
+    parent = subprocess.Popen([sys.executable, "-c", SPAWNING_PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        child_pid, tracker_pid = map(int, parent.stdout.readline().split())
+        child, tracker = psutil.Process(child_pid), psutil.Process(tracker_pid)
+        deadline = time.monotonic() + 30
+        while not (child.cmdline() and tracker.cmdline()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # between fork and exec a process shows no command line
+        assert "-Wignore:resource_tracker:UserWarning" in child.cmdline()
+        assert is_resource_tracker(tracker) and not is_resource_tracker(child)
+        time.sleep(1.5)  # the watcher polls for new children twice a second
+        parent.kill()
+        parent.wait()
+        _, alive = psutil.wait_procs([child], timeout=15)
+        assert not alive, "a spawned child outlived its killed parent (SIGTERM during start-up left stage workers)"
+    finally:
+        with contextlib.suppress(psutil.Error, OSError, UnboundLocalError):
+            parent.kill()
+            child.kill()
+
+
 # -- the command's signal handling, with a stand-in for the engine process ---------------------
 
 SESSION_SCRIPT = """

@@ -1,8 +1,10 @@
-"""`omni synth` on a vLLM-Omni family, as a user runs it, interrupted with Ctrl-C (SIGINT to `omni` alone).
+"""`omni synth` on a vLLM-Omni family, as a user runs it, interrupted with Ctrl-C.
 
-Its own engine (a second start in the session: 1-5 minutes on a loaded
-2-core machine). Documented outcome: exit 130, the rows finished before the
-signal kept whole (wav + results row), the rest pending, no process left.
+Its own engines (a second and third start in the session: 1-5 minutes on a
+loaded 2-core machine; the start-up one is stopped early). Documented
+outcomes: exit 130, the rows finished before the signal kept whole (wav +
+results row), the rest pending, no process left, no file left in the temp
+folder or /dev/shm, no traceback.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import soundfile as sf
@@ -30,7 +34,18 @@ START_TIMEOUT_S = 900
 ROWS = 8
 
 
-def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
+@pytest.fixture
+def run_tmpdir():
+    """The run's own temp folder (TMPDIR), to see what it leaves there. Short, whatever pytest's
+    folders are: vLLM's socket paths below it must fit in 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="omni-vc-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_synth(tmp_path: Path, tmpdir: Path) -> tuple[subprocess.Popen, str]:
+    """`omni synth` of ROWS rows on a tiny Qwen3-TTS, in its own session, with `tmpdir` as its temp
+    folder; output in tmp_path/"cli.log"."""
     from omnicli.vllm_omni.checkpoints import build_tiny_qwen3_tts
     from omnicli.vllm_omni.shims import install_import_shims
 
@@ -72,9 +87,27 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
         **os.environ,
         "OMNI_TEST_MARK": marker,
         "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TMPDIR": str(tmpdir),
     }
     with open(tmp_path / "cli.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    return proc, marker
+
+
+def assert_nothing_left(tmpdir: Path, pids: set[int]) -> None:
+    """No socket, run folder or overlay in the run's temp folder (torch's own compile cache aside),
+    no vLLM-Omni wake-up folder or semaphore in /dev/shm for any of the run's processes."""
+    from omnicli.runtime.run_folder import wake_dir
+
+    left = sorted(p.name for p in tmpdir.iterdir() if not p.name.startswith("torchinductor_"))
+    assert not left, left
+    assert not [str(wake_dir(pid)) for pid in pids if wake_dir(pid).exists()]
+    assert not [p.name for pid in pids for p in Path("/dev/shm").glob(f"sem.loky-{pid}-*")]
+
+
+def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path, run_tmpdir):
+    proc, marker = start_synth(tmp_path, run_tmpdir)
+    out = tmp_path / "out"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while proc.poll() is None and time.monotonic() < deadline and not (out / RESULTS).exists():
@@ -82,7 +115,8 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
         while proc.poll() is None and time.monotonic() < deadline and not read_jsonl(out / RESULTS):
             time.sleep(0.2)
         assert proc.poll() is None, (tmp_path / "cli.log").read_text()[-3000:]
-        assert marked_processes(marker), "the engine's processes should carry the marker"
+        pids = {p.pid for p in marked_processes(marker)} | {proc.pid}
+        assert len(pids) > 1, "the engine's processes should carry the marker"
         os.kill(proc.pid, signal.SIGINT)  # `omni` alone: vLLM-Omni's stages hear of it from us
         rc = proc.wait(180)
     finally:
@@ -92,6 +126,9 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
     log_text = (tmp_path / "cli.log").read_text()
     assert rc == 130, log_text[-3000:]
     assert not left, left
+    assert "Traceback" not in log_text, log_text[-3000:]
+    # Was: 14 ZMQ sockets in $TMPDIR and a /dev/shm/omni_shm_wake_0_<pid> folder per stage, exit 0 too
+    assert_nothing_left(run_tmpdir, pids)
     rows = read_jsonl(out / RESULTS)
     assert 1 <= len(rows) < ROWS, log_text[-2000:]
     for row in rows:
@@ -102,3 +139,35 @@ def test_ctrl_c_exits_130_keeping_finished_rows_and_no_process(tmp_path):
     assert not list(out.glob("*.tmp*")) and not list(out.glob(".*.tmp*"))
     # the deploy overlay the profile became is kept with the run (whole: written atomically)
     assert "base_config:" in (out / "deploy_overlay.yaml").read_text()
+
+
+def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothing(tmp_path, run_tmpdir):
+    # The terminal's Ctrl-C reaches the whole process group. Was: about 100 lines of KeyboardInterrupt
+    # tracebacks from the stage processes (interrupted in their imports); stage workers spared by the
+    # orphan guard (their command line holds our -Wignore:resource_tracker filter) running on for
+    # 30-45 s after omni had exited; the overlay's temp folder and vLLM's sockets left behind.
+    proc, marker = start_synth(tmp_path, run_tmpdir)
+    seen: set[int] = {proc.pid}
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline and not (tmp_path / "out" / RESULTS).exists():
+            running = marked_processes(marker)
+            seen |= {p.pid for p in running}
+            workers = [p for p in running if p.ppid() in seen and p.ppid() != proc.pid]
+            if workers:  # a stage has started its worker: the middle of the start-up
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (tmp_path / "cli.log").read_text()[-3000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = wait_gone(marker, 30)
+    log_text = (tmp_path / "cli.log").read_text()
+    assert rc == 130, log_text[-3000:]
+    assert not left, left
+    assert "Traceback" not in log_text and "KeyboardInterrupt" not in log_text, log_text[-5000:]
+    after = log_text[log_text.index("SIGINT"):].strip().splitlines()
+    assert after[0].startswith("SIGINT: forced exit") and len(after) <= 3, after
+    assert_nothing_left(run_tmpdir, seen)

@@ -253,6 +253,7 @@ def test_a_killed_stage_process_gives_every_request_engine_dead_and_leaves_no_pr
     engine = omni.engine
     stages = [p for p in engine.processes if p.is_running()]
     assert stages, "the engine should know its stage processes"
+    killed = next(p for p in stages if p.ppid() == os.getpid())  # a stage's engine core (its worker is its child)
     wav, sr = reference()
     requests = [
         TTSRequest(
@@ -284,16 +285,25 @@ def test_a_killed_stage_process_gives_every_request_engine_dead_and_leaves_no_pr
         while len(streaming | set(ended)) < len(requests):  # every request has audio (or ended on its own)
             await asyncio.sleep(0.05)
         killed_at = time.perf_counter()
-        os.kill(stages[0].pid, signal.SIGKILL)
+        os.kill(killed.pid, signal.SIGKILL)
         return killed_at, await asyncio.wait_for(asyncio.gather(*tasks), 120)
 
     killed_at, got = omni.run(kill_during())
     in_flight = [(r.request_id, g) for r, g in zip(requests, got) if ended[r.request_id] > killed_at]
     assert in_flight, "at least one request should still run when its stage is killed"
     assert all(isinstance(g, EngineDead) for _, g in in_flight), in_flight
+    # Was: "EngineCore encountered an issue. See stack trace (above) for the root cause.": there is none
+    reason = str(in_flight[0][1])
+    assert f"pid {killed.pid}" in reason and "killed by SIGKILL" in reason and "stack trace" not in reason, (
+        reason, sorted(engine._started))
     assert max(ended.values()) - killed_at < 60
     later = omni.run(outcome(engine, requests[0]))
     assert isinstance(later, EngineDead)
     omni.run(engine.close(), timeout=120)
     psutil.wait_procs(stages, timeout=30)
     assert not [p.pid for p in stages if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    # its sockets and overlay (the run folder) and the stages' /dev/shm wake-up folders are gone
+    from omnicli.runtime.run_folder import wake_dir
+
+    assert not engine._workdir.path.exists()
+    assert not [str(wake_dir(p.pid)) for p in stages if wake_dir(p.pid).exists()]

@@ -10,9 +10,12 @@ import threading
 from enum import Enum
 from typing import TYPE_CHECKING
 
+import psutil
+
 from omnicli.errors import EXIT_INTERRUPTED
 from omnicli.runtime.console import err_console
 from omnicli.runtime.orphans import terminate_children
+from omnicli.runtime.run_folder import remove_live
 from omnicli.runtime.signals import StopSignals
 
 if TYPE_CHECKING:
@@ -74,7 +77,10 @@ class EngineRunInterrupts:
         err_console.print(f"\n[red]{sig.name}[/red]: forced exit; {self.forced_note}")
         try:
             logging.disable(logging.CRITICAL)  # vLLM's front-end logs its dead engine core: noise now
+            threading.excepthook = _silent  # and its threads fail (vLLM-Omni's orchestrator, in start-up)
+            children = [p.pid for p in psutil.Process().children()]
             terminate_children(grace_s=1.0)
+            remove_live(children)  # the engine's run folder: os._exit runs no clean-up of its own
             # Held until exit, so the main thread is never cut off in the middle of its own write.
             if self.save_lock.acquire(timeout=5.0):
                 self.save_partial()
@@ -82,6 +88,10 @@ class EngineRunInterrupts:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
+
+
+def _silent(args: threading.ExceptHookArgs) -> None:
+    pass
 
 
 class BenchInterrupts(EngineRunInterrupts):

@@ -380,7 +380,7 @@ class Engine:
         behind others, which is load, not a hang.
         """
         limit = self.profile.stage_timeout_s
-        idle = time.perf_counter() - self._outputs.last_delivery
+        idle = self._outputs.idle_seconds()
         if len(self._outputs) and idle > limit:
             return f"no request got output for {idle:.0f}s (stage_timeout_s={limit:g}): the engine stopped responding"
         return None

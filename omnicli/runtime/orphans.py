@@ -6,9 +6,10 @@ ever. `OrphanGuard` starts a small watcher process in its own session that
 holds the read end of a pipe from us and notes our new child processes as
 they appear. When we die in any way the pipe closes and the watcher
 terminates those processes and their descendants. A normal shutdown disarms
-it first.
+it first. Given a run folder (run_folder.py), it also notes there the children it
+sees and removes the folder after ending them.
 
-Run as `python -m omnicli.runtime.orphans PARENT_PID [EXCLUDED_PID ...]` it is that watcher.
+Run as `python -m omnicli.runtime.orphans PARENT_PID RUN_FOLDER|- [EXCLUDED_PID ...]` it is that watcher.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ import select
 import subprocess
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 import psutil
+
+from omnicli.runtime import run_folder
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +34,23 @@ POLL_S = 0.5  # how often the watcher looks for new children of its parent
 _DISARM = b"disarm\n"
 
 
+# How multiprocessing starts its resource tracker: `python [flags] -c "<this>main(FD)"`.
+_TRACKER_CODE = "from multiprocessing.resource_tracker import main;main("
+
+
 def is_resource_tracker(proc: psutil.Process) -> bool:
     """multiprocessing's resource tracker exits by itself once its users are gone and must
     outlive them to unlink their shared memory, so it is never killed here."""
     with contextlib.suppress(psutil.Error):
-        return any("resource_tracker" in part for part in proc.cmdline())
+        return is_tracker_command(proc.cmdline())
     return False
+
+
+def is_tracker_command(cmdline: list[str]) -> bool:
+    """The tracker's own command line: its code is the `-c` program. Matched exactly, not by a
+    word anywhere: every process we spawn carries `-Wignore:resource_tracker:UserWarning`
+    (commands/interrupts.py), and a stage worker must not pass for a tracker."""
+    return any(flag == "-c" and code.startswith(_TRACKER_CODE) for flag, code in zip(cmdline, cmdline[1:]))
 
 
 def terminate_tree(procs: Iterable[psutil.Process], grace_s: float = TERM_GRACE_S) -> list[int]:
@@ -68,15 +83,16 @@ def terminate_children(grace_s: float = TERM_GRACE_S) -> list[int]:
 
 
 class OrphanGuard:
-    """Terminates the child processes this process starts from now on, if it dies before `disarm()`."""
+    """Terminates the child processes this process starts from now on, if it dies before `disarm()`;
+    then removes `folder` (a `RunFolder`'s path), noting in it meanwhile the children it sees."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
         me = os.getpid()
         existing = [str(p.pid) for p in psutil.Process(me).children()]
         self._watcher: subprocess.Popen[bytes] | None = None
         try:
             self._watcher = subprocess.Popen(
-                [sys.executable, "-m", "omnicli.runtime.orphans", str(me), *existing],
+                [sys.executable, "-m", "omnicli.runtime.orphans", str(me), str(folder or "-"), *existing],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -105,8 +121,9 @@ class OrphanGuard:
             watcher.wait()
 
 
-def _watch(parent_pid: int, excluded: set[int]) -> None:
-    """Notes the parent's new children until it says `disarm` or dies (EOF), then ends them."""
+def _watch(parent_pid: int, folder: Path | None, excluded: set[int]) -> None:
+    """Notes the parent's new children until it says `disarm` or dies (EOF), then ends them
+    and removes `folder`."""
     excluded.add(os.getpid())
     known: dict[int, psutil.Process] = {}
     stdin = sys.stdin.buffer.fileno()
@@ -116,6 +133,8 @@ def _watch(parent_pid: int, excluded: set[int]) -> None:
             for p in psutil.Process(parent_pid).children():
                 if p.pid not in excluded and p.pid not in known and not is_resource_tracker(p):
                     known[p.pid] = p
+                    if folder is not None:
+                        run_folder.note_pids(folder, [p.pid])
         ready, _, _ = select.select([stdin], [], [], POLL_S)
         if not ready:
             continue
@@ -127,7 +146,9 @@ def _watch(parent_pid: int, excluded: set[int]) -> None:
             return
     # psutil.Process remembers the create time: a recycled pid is not signalled.
     terminate_tree([p for p in known.values() if p.is_running()])
+    if folder is not None:
+        run_folder.remove_folder(folder, [parent_pid, *known])
 
 
 if __name__ == "__main__":
-    _watch(int(sys.argv[1]), {int(a) for a in sys.argv[2:]})
+    _watch(int(sys.argv[1]), None if sys.argv[2] == "-" else Path(sys.argv[2]), {int(a) for a in sys.argv[3:]})

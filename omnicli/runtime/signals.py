@@ -19,7 +19,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing import resource_tracker
 from types import FrameType
 
 Callback = Callable[[signal.Signals], None]
@@ -124,3 +125,21 @@ def _leave_hung_up_terminal(fds: list[int]) -> None:
     finally:
         os.close(devnull)
 
+
+
+@contextlib.contextmanager
+def interrupts_blocked_for_children() -> Iterator[None]:
+    """SIGINT blocked in the calling thread: the threads it starts meanwhile and the processes any of
+    them start (their children too) keep it blocked, across exec, so a terminal's Ctrl-C, which
+    reaches the whole process group, stops them not. Our main thread still gets it and stops them
+    (SIGTERM); a process that heard Ctrl-C itself died in the middle of its imports, printing a
+    KeyboardInterrupt traceback each. Python installs its SIGINT handler in each child, but a
+    blocked signal never reaches it."""
+    # multiprocessing starts its resource tracker with SIGINT blocked, then UNblocks it in the
+    # calling thread (not restoring the mask it found): started first, it has no mask to undo.
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

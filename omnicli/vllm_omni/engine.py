@@ -22,8 +22,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import multiprocessing
 import os
-import tempfile
+import signal
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,8 +45,11 @@ from omnicli.engine.request import (
     TTSRequest,
     request_problem,
 )
+from omnicli.runtime import run_folder
 from omnicli.runtime.orphans import OrphanGuard, is_resource_tracker, terminate_tree
 from omnicli.runtime.quiet import quiet_vllm
+from omnicli.runtime.run_folder import RunFolder
+from omnicli.runtime.signals import interrupts_blocked_for_children
 from omnicli.vllm_omni import stage_metrics
 
 log = logging.getLogger(__name__)
@@ -120,7 +124,7 @@ class _AudioStream:
 class OmniEngine:
     """The engine contract over one AsyncOmni; see the module docstring."""
 
-    def __init__(self, resolved, omni, builder, overlay, overlay_path: Path, workdir: tempfile.TemporaryDirectory,
+    def __init__(self, resolved, omni, builder, overlay, overlay_path: Path, workdir: RunFolder,
                  processes: list[psutil.Process], guard: OrphanGuard, pool: ThreadPoolExecutor):
         profile = resolved.profile
         self.resolved = resolved
@@ -145,6 +149,7 @@ class OmniEngine:
         self._closed = False
         self._watchdog: asyncio.Task | None = None
         self._streams: dict[str, asyncio.Task] = {}
+        self._started: dict[int, Any] = {}  # pid -> the multiprocessing.Process that started a stage
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
@@ -166,31 +171,22 @@ class OmniEngine:
         overlay = build_overlay(resolved, ckpt, codec)
         for key, reason in overlay.ignored:
             log.warning("profile key %s is not read by vLLM-Omni's %s pipeline: %s", key, profile.model, reason)
-        workdir = tempfile.TemporaryDirectory(prefix="omni-vllm-omni-")
-        overlay_path = write_overlay(overlay, Path(workdir.name))
+        for folder in run_folder.sweep():
+            log.info("removed %s, left by an earlier run that was killed", folder)
+        workdir = RunFolder()  # this run's sockets and overlay; see runtime/run_folder.py
+        overlay_path = write_overlay(overlay, workdir.path)
         pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="omni-vllm-omni")
         before = {p.pid for p in psutil.Process().children(recursive=True)}
-        guard = OrphanGuard()  # vLLM-Omni's stage processes outlive a parent killed with SIGKILL
+        # vLLM-Omni's stage processes outlive a parent killed with SIGKILL; the watcher then removes workdir
+        guard = OrphanGuard(workdir.path)
         omni = None
         try:
-            omni = await loop.run_in_executor(
-                pool,
-                lambda: AsyncOmni(
-                    model=str(ckpt),
-                    deploy_config=str(overlay_path),
-                    stage_overrides=overlay.stage_overrides or None,
-                    trust_remote_code=False,  # outranks every deploy key: no folder's auto_map code runs
-                    stage_init_timeout=STAGE_START_TIMEOUT_S,
-                    init_timeout=STAGE_START_TIMEOUT_S,
-                    log_stats=False,
-                    parallel_stage_init=True,
-                ),
-            )
+            with _ipc_sockets_in(workdir.path):  # vLLM reads it as it names each socket; stages inherit it
+                omni = await loop.run_in_executor(pool, _start_pipeline, AsyncOmni, ckpt, overlay, overlay_path)
             builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, codec, _delta_defaults(omni))
         except BaseException as exc:
-            await loop.run_in_executor(None, _stop, omni, before, guard)
+            await loop.run_in_executor(None, _stop, omni, before, guard, None, workdir)
             pool.shutdown(wait=False)
-            workdir.cleanup()
             if isinstance(exc, (EngineError, asyncio.CancelledError, KeyboardInterrupt)):
                 raise
             raise EngineError(f"vLLM-Omni failed to start {profile.model} from {ckpt}: {type(exc).__name__}: {exc} "
@@ -198,7 +194,12 @@ class OmniEngine:
         # multiprocessing's resource tracker ends by itself; everything else must live as long as the engine
         processes = [p for p in psutil.Process().children(recursive=True)
                      if p.pid not in before and p.pid != guard.watcher_pid and not is_resource_tracker(p)]
+        # the stages' engine cores first (ours: how they ended can be told), then their workers
+        processes.sort(key=lambda p: p.ppid() != os.getpid())
+        workdir.note_pids(p.pid for p in processes)
         engine = cls(resolved, omni, builder, overlay, overlay_path, workdir, processes, guard, pool)
+        # kept: vLLM reaps a stage that dies, and then only this object knows how it ended
+        engine._started = {p.pid: p for p in multiprocessing.active_children() if p.pid is not None}
         engine._watchdog = asyncio.create_task(engine._watch(), name="omni-vllm-omni-watchdog")
         engine.startup_seconds = time.perf_counter() - t0
         log.info(
@@ -219,9 +220,10 @@ class OmniEngine:
         for task in list(self._streams.values()):
             task.cancel()
         omni, self._omni = self._omni, None
-        await asyncio.get_running_loop().run_in_executor(None, _stop, omni, None, self._guard, self._processes)
+        await asyncio.get_running_loop().run_in_executor(
+            None, _stop, omni, None, self._guard, self._processes, self._workdir
+        )
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._workdir.cleanup()
 
     async def __aenter__(self) -> OmniEngine:
         return self
@@ -295,7 +297,9 @@ class OmniEngine:
             async for out in outputs:
                 yield out
         except OmniEngineDeadError as exc:
-            self._die(f"a vLLM-Omni stage died: {exc}")
+            # Its text points at "the stack trace above", which a killed stage never printed.
+            self._die(self._stage_down() or f"a vLLM-Omni stage stopped serving ({type(exc).__name__}; "
+                      "vLLM-Omni's error lines above, if it printed any, name the cause)")
             raise EngineDead(self._dead or str(exc)) from None
         except (asyncio.CancelledError, GeneratorExit):
             raise
@@ -314,15 +318,17 @@ class OmniEngine:
         return list(self._processes)
 
     def _stage_down(self) -> str | None:
-        if self._omni is not None and getattr(self._omni, "errored", False):
-            return "vLLM-Omni's orchestrator stopped"
+        """Why the pipeline cannot serve: a stage process that is gone first (the usual cause), named."""
         for proc in self._processes:
             try:
                 if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                     continue
             except psutil.Error:
                 pass
-            return f"a vLLM-Omni stage process (pid {proc.pid}) is gone"
+            ended = _how_it_ended(proc.pid, self._started.get(proc.pid))
+            return f"a vLLM-Omni stage process ({_describe(proc)}) {ended}"
+        if self._omni is not None and getattr(self._omni, "errored", False):
+            return "vLLM-Omni's orchestrator stopped (vLLM-Omni's error lines above, if it printed any, name the cause)"
         return None
 
     async def _watch(self) -> None:
@@ -365,6 +371,22 @@ class OmniEngine:
         )
 
 
+def _start_pipeline(AsyncOmni, ckpt: Path, overlay, overlay_path: Path):
+    # The stage processes (and the threads that start them) are started with Ctrl-C blocked: a
+    # terminal's Ctrl-C reaches the whole process group, and we stop them ourselves.
+    with interrupts_blocked_for_children():
+        return AsyncOmni(
+            model=str(ckpt),
+            deploy_config=str(overlay_path),
+            stage_overrides=overlay.stage_overrides or None,
+            trust_remote_code=False,  # outranks every deploy key: no folder's auto_map code runs
+            stage_init_timeout=STAGE_START_TIMEOUT_S,
+            init_timeout=STAGE_START_TIMEOUT_S,
+            log_stats=False,
+            parallel_stage_init=True,
+        )
+
+
 def _make_builder(profile: Any, ckpt: Path, codec: Path | None, defaults: list) -> Any:
     from omnicli.vllm_omni.requests import request_builder
 
@@ -381,8 +403,52 @@ def _fail_all(omni, reason: str) -> None:
             queue.put_nowait(ErrorMessage(request_id=state.request_id, stage_id=-1, error=reason, fatal=True))
 
 
-def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psutil.Process] | None = None) -> None:
-    """Shuts AsyncOmni down, then ends whatever of its processes is left (nothing, normally)."""
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"pid {proc.pid}, {proc.name()}"
+    except psutil.Error:
+        return f"pid {proc.pid}"
+
+
+def _how_it_ended(pid: int, started: Any = None) -> str:
+    """How a stage process of ours ended: killed by which signal, or its exit status; else "is gone".
+    `started`: the multiprocessing.Process that started it, if known."""
+    code = _exit_code(pid, started)
+    if code is None:
+        return "is gone"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+        return (f"was killed by {name} (by another process or the kernel's out-of-memory killer: "
+                "a killed process prints no error of its own)")
+    return f"exited with status {code} (vLLM-Omni's error lines above, if it printed any, name the cause)"
+
+
+def _exit_code(pid: int, started: Any = None, wait_s: float = 1.0) -> int | None:
+    """-N for killed by signal N, else the exit status; None when unknown. vLLM's process manager
+    reaps a stage at once (it waits on the process's sentinel), so its code is in the
+    multiprocessing.Process object that started it; a child of ours not started that way is
+    looked at without being reaped (waitid WNOWAIT). A process seen gone may still be in the
+    middle of its exit: its status is waited for up to `wait_s` (once, when the engine dies)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if started is not None:
+            code = started.exitcode
+        else:
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except OSError:
+                return None  # not a child of ours, or reaped by someone else
+            code = None if info is None else (
+                -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status)
+        if code is not None or time.monotonic() >= deadline:
+            return code
+        time.sleep(0.02)
+
+
+def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psutil.Process] | None,
+          workdir: RunFolder) -> None:
+    """Shuts AsyncOmni down, ends whatever of its processes is left (nothing, normally), then removes
+    the run's files (workdir, and the wake-up folders vLLM-Omni leaves in /dev/shm)."""
     if omni is not None:
         with contextlib.suppress(Exception):
             omni.shutdown()
@@ -394,4 +460,22 @@ def _stop(omni, before: set[int] | None, guard: OrphanGuard, processes: list[psu
         killed = terminate_tree(left, grace_s=5.0)
         if killed:
             log.warning("vLLM-Omni left %d process(es) after shutdown; killed them: %s", len(killed), killed)
+    # the stages' wake-up folders go once they are gone (the resource tracker ends by itself, later)
+    psutil.wait_procs([p for p in processes if not is_resource_tracker(p)], timeout=5.0)
+    workdir.remove(p.pid for p in processes)
     guard.disarm()
+
+
+@contextlib.contextmanager
+def _ipc_sockets_in(folder: Path):
+    """vLLM names its ZMQ IPC sockets `<VLLM_RPC_BASE_PATH>/<uuid>` and leaves them there (the temp
+    folder by default): here they go to `folder`, removed with it."""
+    old = os.environ.get("VLLM_RPC_BASE_PATH")
+    os.environ["VLLM_RPC_BASE_PATH"] = str(folder)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("VLLM_RPC_BASE_PATH", None)
+        else:
+            os.environ["VLLM_RPC_BASE_PATH"] = old
