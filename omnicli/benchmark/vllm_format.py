@@ -58,6 +58,8 @@ KEY_NOTES = {
                            "reports them (it streams audio, not tokens); talker tokens are talker_output_tokens and "
                            "talker_output_throughput",
     "num_prompts": "requests measured: prompts_per_round x rounds",
+    "completed": "requests that produced audio; failed counts those without (vLLM-Omni's speech endpoint answers "
+                 "400 'did not produce audio output'), as num_empty_audio does",
     "max_output_tokens_per_s": "talker outputs in the busiest second",
     "rtfx": "0.0: vLLM's ASR figure (input audio transcribed per second); nothing is transcribed here",
     "start_times": "seconds from the round's first submission (vLLM writes perf_counter values)",
@@ -136,14 +138,20 @@ def vllm_result(
         if run.get(key) is not None:
             doc[key] = run[key]
     talker_out = run.get("total_output_tokens", 0)
+    # vLLM-Omni fails a request without audio: completed counts those with audio (omni's file: num_empty_audio)
+    completed = figures.get("completed", run.get("completed"))
+    failed = figures.get("failed", run.get("failed"))
+    throughput = run.get("request_throughput")
+    if "completed" in figures:
+        throughput = figures["completed"] / duration if duration > 0 else 0.0
     doc.update(
         {
             "duration": duration,
-            "completed": run.get("completed"),
-            "failed": run.get("failed"),
+            "completed": completed,
+            "failed": failed,
             "total_input_tokens": 0,
             "total_output_tokens": 0,
-            "request_throughput": run.get("request_throughput"),
+            "request_throughput": throughput,
             "request_goodput": figures.get("request_goodput") if goodput else None,
             "output_throughput": 0.0,
             "total_token_throughput": 0.0,
@@ -155,7 +163,9 @@ def vllm_result(
     if save_detailed:
         doc.update({k: figures[k] for k in VLLM_DETAILED_KEYS if k in figures})
     doc.update({k: figures[k] for k in ("latencies", "queue_times") if k in figures})
-    if detailed is not None:
+    if "errors" in figures:
+        doc["errors"] = list(figures["errors"])
+    elif detailed is not None:
         doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
     doc.update({"max_output_tokens_per_s": figures.get("max_output_tokens_per_s", 0.0),
                 "max_concurrent_requests": figures.get("max_concurrent_requests", 0), "rtfx": 0.0})

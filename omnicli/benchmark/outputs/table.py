@@ -209,8 +209,8 @@ def print_failures(runs: Sequence[BenchRun]) -> None:
             console.print(f"  ... and {len(failed) - 20} more (see the result file)")
     empty = sum(r.num_empty_audio for r in runs)
     if empty:
-        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] "
-                      "(excluded from latency statistics)")
+        console.print(f"[red]{empty} request(s) produced no audio[/red]: failed (exit 1; the vLLM-shaped file counts "
+                      "them failed, as vLLM-Omni's endpoint does), excluded from latency statistics")
 
 
 class TableOutput:
