@@ -277,10 +277,8 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
         "r.json",
     )
     text = " ".join(result.output.split())
-    assert (
-        "--backend, --endpoint, --host, --port, --model, --trust-remote-code: vLLM server option(s), not applying"
-        in text
-    )
+    assert "--backend, --endpoint, --host, --port, --model: vLLM server option(s), not applying" in text
+    assert "--trust-remote-code: accepted and never honoured" in text  # issue 32 item 1: said so
     assert "task_type not used" in text
     req = engine.requests[-1]
     assert (req.text, req.voice, req.max_new_tokens, req.seed) == ("hello there", "Vivian", 33, 7)

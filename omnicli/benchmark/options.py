@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
 from omnicli.benchmark.outputs import ReportPlan, VllmFiles
 from omnicli.benchmark.session import ProfileRun
+from omnicli.benchmark.vllm_flags import reason as lookup_flag
 from omnicli.engine.request import TTSRequest
 from omnicli.errors import UsageError
 from omnicli.runtime.clock import utc_now
@@ -259,18 +260,20 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
     if o.manifest_arg is not None and o.manifest is not None and o.manifest_arg != o.manifest:
         raise OptionError("give the manifest either as argument or with --manifest, not both",
                                  option="MANIFEST")
+    dataset_root = getattr(o, "seed_tts_root", None) or o.dataset_path  # vLLM-Omni: --seed-tts-root wins
     compat = vllm_compat(
-        o.dataset_name, o.dataset_path, o.seed_tts_locale, o.manifest or o.manifest_arg, o.extra_body, o.output_len,
+        o.dataset_name, dataset_root, o.seed_tts_locale, o.manifest or o.manifest_arg, o.extra_body, o.output_len,
         o.max_new_tokens,
         sampling={"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k,
                   "repetition_penalty": o.repetition_penalty},
         ignored={"--backend": o.backend, "--endpoint": o.endpoint, "--host": o.host, "--port": o.port,
                  "--base-url": o.base_url, "--model": o.model, "--tokenizer": o.tokenizer,
-                 "--served-model-name": o.served_model_name, "--ready-check-timeout-sec": o.ready_check_timeout_sec,
-                 "--trust-remote-code": o.trust_remote_code or None},
+                 "--served-model-name": o.served_model_name, "--ready-check-timeout-sec": o.ready_check_timeout_sec},
     )
     for line in compat.notes:
         info(line)
+    if o.trust_remote_code:
+        info(f"--trust-remote-code: {lookup_flag('--trust-remote-code')} (ignored)")
     eval_metrics, audio_out, keep_failed = o.eval_metrics, o.audio_out, o.keep_failed
     if o.seed_tts_wer_eval:  # vLLM-Omni's WER pass is omni eval's wer, on the kept audio
         eval_metrics = "wer" if not eval_metrics else ",".join(dict.fromkeys([*eval_metrics.split(","), "wer"]))

@@ -18,6 +18,7 @@ from omnicli.benchmark.options import OptionError, bench_args
 from omnicli.benchmark.outputs import OutputFormat
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
+from omnicli.commands import bench_vllm
 from omnicli.commands.bench_console import ConsoleObserver
 from omnicli.commands.bench_options import ProfilesOption
 from omnicli.commands.common import (
@@ -41,6 +42,7 @@ from omnicli.commands.report import ReportOption, check_report_option
 
 
 def bench(
+    ctx: typer.Context,
     manifest_arg: opt.ManifestArgOpt = None,
     manifest: opt.ManifestOpt = None,
     num_prompts: opt.NumPromptsOpt = None,
@@ -97,6 +99,7 @@ def bench(
     timeline_itl_thresholds: opt.TimelineItlThresholdsOpt = "25,50",
     disable_tqdm: opt.DisableTqdmOpt = False,
     seed_tts_wer_eval: opt.SeedTtsWerEvalOpt = False,
+    seed_tts_root: opt.SeedTtsRootOpt = None,
     backend: opt.BackendOpt = None,
     endpoint: opt.EndpointOpt = None,
     host: opt.HostOpt = None,
@@ -117,11 +120,15 @@ def bench(
     lets requests in flight finish for a few seconds, closes the engine and
     reports the completed passes; a second Ctrl-C exits at once. Exit codes:
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
-    engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
-    run every pass at the same time; see docs/scale-out.md.
+    engine failed, 130 interrupted (a request that produced no audio failed).
+    With --ray, N engines on a Ray cluster run every pass at the same time;
+    see docs/scale-out.md. Every other flag of vLLM-Omni's `vllm bench serve
+    --omni` is accepted and reported once as not applying (docs/bench.md).
     """
     set_verbosity(quiet, verbose)
     check_report_option(report_file)
+    for line in bench_vllm.reported_flags(ctx):  # vLLM-Omni's flags that do not apply (omnicli.benchmark.vllm_flags)
+        note(line)
     try:
         args = bench_args(SimpleNamespace(**locals()), resolve=resolve_profile, require_folder=require_folder,
                           info=note, verbose=VERBOSITY.verbose)

@@ -132,6 +132,8 @@ TimelineItlThresholdsOpt = Annotated[str, typer.Option("--timeline-itl-threshold
 DisableTqdmOpt = Annotated[bool, typer.Option("--disable-tqdm", help="No progress bar.", rich_help_panel=_VLLM)]
 SeedTtsWerEvalOpt = Annotated[bool, typer.Option("--seed-tts-wer-eval", help="Same as --eval wer (with --audio-out, "
     "default RESULT_DIR/seed_tts_audio).", rich_help_panel=_VLLM)]
+SeedTtsRootOpt = Annotated[Optional[Path], typer.Option("--seed-tts-root", help="vLLM-Omni's seed-tts-eval folder "
+    "holding en/ and zh/: read instead of --dataset-path's.", rich_help_panel=_VLLM)]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
 EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
 HostOpt = Annotated[Optional[str], typer.Option("--host", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
@@ -144,4 +146,5 @@ ServedModelNameOpt = Annotated[Optional[str], typer.Option("--served-model-name"
     rich_help_panel=_VLLM)]
 ReadyCheckTimeoutSecOpt = Annotated[Optional[str], typer.Option("--ready-check-timeout-sec", help=_NOT_APPLYING,
     rich_help_panel=_VLLM)]
-TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
+TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help="vLLM's flag: accepted and never "
+    "honoured (omni never runs code from a model folder).", rich_help_panel=_VLLM)]
