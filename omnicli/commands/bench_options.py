@@ -48,8 +48,8 @@ RoundsOpt = Annotated[int, typer.Option("--rounds", min=1, help="Measured passes
 MetricPercentilesOpt = Annotated[str, typer.Option("--metric-percentiles", help="Percentiles to report, "
     "comma-separated (vLLM's default is 99; the table also shows p50 and p90).")]
 PercentileMetricsOpt = Annotated[Optional[str], typer.Option("--percentile-metrics", help="Metrics whose "
-    "mean/median/std/percentiles go into --save-result files: "
-    "audio_ttfp,e2el,audio_rtf,audio_duration,audio_underrun.", show_default="all")]
+    "mean/median/std/percentiles go into --save-result files, comma-separated, any of: "
+    "audio_ttfp, e2el, audio_rtf, audio_duration, audio_underrun, ttft, tpot, itl.", show_default="all")]
 CompareOpt = Annotated[Optional[list[str]], typer.Option("--compare", help="A profile to A/B against the --profile "
     "one(s) (repeatable): same prompts, engine restarted.")]
 InterleaveOpt = Annotated[bool, typer.Option("--interleave", help="A/B with --rounds R: alternate the profiles' "
@@ -66,8 +66,9 @@ ResultFilenameOpt = Annotated[Optional[str], typer.Option("--result-filename", h
     show_default="{label}-{rate}qps-concurrency{N}-{model}-{date}.json; summary omni-bench-<time>.json")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Label (file name prefix) of --save-result files.",
     show_default="omni")]
-MetadataOpt = Annotated[Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE",
-    help="Recorded as a top-level key of each --save-result file (repeatable).")]
+MetadataOpt = Annotated[Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE ...",
+    help="Recorded as top-level keys of each --save-result file: several pairs after one flag, as vLLM "
+    "(--metadata version=0.3 tp=1), or the flag repeated.")]
 CsvPathOpt = Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV: "
     "one row per run, raw values.")]
 OutputFormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Console output: a table, or plain `Key: "
