@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from omnicli.benchmark.continuity import continuity_figures
 from omnicli.driver.records import RequestRecord
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)
@@ -122,6 +123,7 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         suffix, scale = _UNITS[stem]
         for stat, value in distribution(values, percentiles, scale).items():
             out[f"{stat}_{stem}{suffix}"] = value
+    out.update(continuity_figures(records))  # vLLM-Omni's and sglang-omni's streaming continuity
     return out
 
 

@@ -222,6 +222,16 @@ class BenchRun(BaseModel):
     mean_itl_ms: float | None
     median_itl_ms: float | None
     std_itl_ms: float | None
+    # streaming continuity (omnicli/benchmark/continuity.py): vLLM-Omni's OK rate, sglang-omni's C50/C100/C200
+    audio_continuity_threshold_s: float | None = Field(
+        None, description="vLLM-Omni's threshold (VLLM_OMNI_BENCH_AUDIO_CONTINUITY_THRESHOLD_S, default 0.1 s).")
+    audio_continuity_ok_rate: float | None = Field(
+        None, description="Share of successful requests with audio whose worst underrun <= the threshold.")
+    audio_continuity_c50_rate: float | None = Field(None, description="The same share at 50 ms (sglang-omni's C50).")
+    audio_continuity_c100_rate: float | None = Field(None, description="The same share at 100 ms (C100).")
+    audio_continuity_c200_rate: float | None = Field(None, description="The same share at 200 ms (C200).")
+    p95_inter_chunk_gap_ms: float | None = Field(
+        None, description="95th percentile of the gaps between consecutive audio chunks, pooled over requests.")
 
 
     # vLLM-Omni's engine: per-stage means (omnicli/vllm_omni/stage_metrics.py)
@@ -508,6 +518,12 @@ class VllmRunResult(BaseModel):
     seed_tts_content_error_mean: float | None = Field(
         None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
     seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
+    audio_continuity_threshold_s: float | None = None
+    audio_continuity_ok_rate: float | None = None
+    audio_continuity_c50_rate: float | None = None
+    audio_continuity_c100_rate: float | None = None
+    audio_continuity_c200_rate: float | None = None
+    p95_inter_chunk_gap_ms: float | None = None
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
     audio_ttfps: list[float | None] | None = None

@@ -177,6 +177,9 @@ def vllm_result(
             value = run.get(key)
             doc[key] = 0.0 if value is None else value  # vLLM: np.mean(x or 0) of no samples is 0.0
         doc[f"num_{stem}_samples"] = run.get(f"num_{stem}_samples", 0)
+    from omnicli.benchmark.continuity import KEYS as CONTINUITY_KEYS
+
+    doc.update({k: run[k] for k in CONTINUITY_KEYS if k in run})  # vLLM-Omni's and sglang-omni's names
     doc.update(
         {
             "prompts_per_round": run.get("num_prompts"),
