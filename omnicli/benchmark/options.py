@@ -62,6 +62,7 @@ class Compat:
     sets: list[str]
     request_fields: dict[str, Any]  # TTSRequest fields each request gets unless its row sets them
     notes: list[str]  # flags accepted and not applying (said once)
+    dataset: str | None = None  # vLLM-Omni's dataset name: how the manifest is read
 
 
 def vllm_compat(
@@ -74,9 +75,11 @@ def vllm_compat(
     given = [flag for flag, value in ignored.items() if value is not None]
     if given:
         notes.append(f"{', '.join(given)}: vLLM server option(s), not applying to the embedded engine (ignored)")
-    if dataset_name is not None and dataset_name != "seed-tts":
-        raise OptionError(f"{dataset_name!r}: omni bench reads the seed-tts dataset (a meta.lst)",
-                          option="--dataset-name")
+    from omnicli.benchmark.seed_tts_sets import DATASETS, DESIGN_LANGUAGE
+
+    if dataset_name is not None and dataset_name not in DATASETS:
+        raise OptionError(f"{dataset_name!r}: omni bench reads the seed-tts datasets ({', '.join(DATASETS)}: "
+                          "a meta.lst)", option="--dataset-name")
     if locale not in ("en", "zh"):
         raise OptionError(f"{locale!r}: choose en or zh", option="--seed-tts-locale")
     if dataset_path is not None:
@@ -88,7 +91,7 @@ def vllm_compat(
                               "set: DIR/en/meta.lst, DIR/zh/meta.lst; it downloads nothing)", option="--dataset-path")
         manifest = dataset_path / locale / "meta.lst" if dataset_path.is_dir() else dataset_path
     elif dataset_name is not None:
-        raise OptionError("--dataset-name seed-tts needs --dataset-path DIR (a local seed-tts-eval folder)",
+        raise OptionError(f"--dataset-name {dataset_name} needs --dataset-path DIR (a local seed-tts-eval folder)",
                           option="--dataset-path")
     body: dict[str, Any] = {}
     if extra_body is not None:
@@ -117,7 +120,9 @@ def vllm_compat(
     unused = [k for k in body if k not in request_keys]
     if unused:
         notes.append(f"--extra-body: {', '.join(unused)} not used by omni's requests (ignored)")
-    return Compat(manifest, cap, sets, fields, notes)
+    if dataset_name == "seed-tts-design":  # vLLM-Omni's design requests name the locale's language
+        fields.setdefault("language", DESIGN_LANGUAGE[locale])
+    return Compat(manifest, cap, sets, fields, notes, dataset=dataset_name)
 
 
 def parsed(parse: Callable[..., T], value: object, hint: str) -> T:
@@ -313,4 +318,5 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         interleave=o.interleave, audio_out=audio_out, keep_failed=keep_failed, bench_eval=bench_eval,
         request_fields=compat.request_fields,
         ray=None if resources is None else RayArgs(o.ray_address, resources, quiet=not verbose),
+        dataset=compat.dataset,
     )
