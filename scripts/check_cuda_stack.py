@@ -4,10 +4,11 @@ resolve or when vLLM and vLLM-Omni disagree on major.minor (vLLM-Omni's own
 
     python scripts/check_cuda_stack.py [--python-version 3.11]
 
-The set is what scripts/setup.sh installs on a CUDA machine: omnicli's dependencies, its `cuda`
-extra (pyproject.toml) and vLLM-Omni at setup.sh's pin, resolved by pip (`--dry-run --report`,
-`--platform`, `--python-version`, `--only-binary=:all:`, `--isolated`: the machine's own pip
-configuration does not take part).
+The set is what scripts/setup.sh installs on a CUDA machine: omnicli's dependencies and its `cuda`
+extra (pyproject.toml) resolved by pip (`--dry-run --report`, `--platform`, `--python-version`,
+`--only-binary=:all:`, `--isolated`: the machine's own pip configuration does not take part), and
+vLLM-Omni at setup.sh's pin without its dependencies (as setup.sh installs it); the transformers
+resolved must also be within what that vLLM-Omni declares.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
+
+import tomllib
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parent.parent
 # A CUDA machine of today: glibc 2.35 (Ubuntu 22.04) accepts every manylinux tag up to 2_35.
@@ -36,21 +39,25 @@ def vllm_omni_pin(setup: Path = REPO / "scripts" / "setup.sh") -> str:
 
 def install_set(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["cuda"], f"vllm-omni=={vllm_omni_pin()}"]
+    return [*project["dependencies"], *project["optional-dependencies"]["cuda"]]
 
 
-def resolve(requirements: list[str], python_version: str) -> dict[str, str]:
-    """{name: version} of pip's resolution; SystemExit with pip's reason when it does not resolve."""
+def resolve(requirements: list[str], python_version: str, *, no_deps: bool = False) -> list[dict]:
+    """pip's report entries of the resolution; SystemExit with pip's reason when it does not resolve."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--quiet", "--ignore-installed",
                "--report", str(report), "--target", str(Path(tmp) / "target"), "--only-binary=:all:",
                "--python-version", python_version, "--implementation", "cp",
-               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), *requirements]
+               *(arg for platform in PLATFORMS for arg in ("--platform", platform)),
+               *(["--no-deps"] if no_deps else []), *requirements]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit("the CUDA install set does not resolve:\n" + (done.stderr or done.stdout)[-3000:])
-        items = json.loads(report.read_text(encoding="utf-8"))["install"]
+        return json.loads(report.read_text(encoding="utf-8"))["install"]
+
+
+def versions(items: list[dict]) -> dict[str, str]:
     return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in items}
 
 
@@ -65,16 +72,22 @@ def main() -> int:
     args = parser.parse_args()
     requirements = install_set()
     print("resolving for Linux x86_64, CPython", args.python_version, ":", " ".join(requirements), flush=True)
-    versions = resolve(requirements, args.python_version)
-    vllm, omni = versions.get("vllm"), versions.get("vllm-omni")
-    print(f"vllm {vllm}, vllm-omni {omni}, torch {versions.get('torch')}, transformers {versions.get('transformers')}")
-    if vllm is None or omni is None:
-        print("error: the resolution has no vllm or no vllm-omni", file=sys.stderr)
+    resolved = versions(resolve(requirements, args.python_version))
+    omni_item = resolve([f"vllm-omni=={vllm_omni_pin()}"], args.python_version, no_deps=True)[0]
+    vllm, omni, transformers = resolved.get("vllm"), omni_item["metadata"]["version"], resolved.get("transformers")
+    print(f"vllm {vllm}, vllm-omni {omni} (no deps), torch {resolved.get('torch')}, transformers {transformers}")
+    if vllm is None or transformers is None:
+        print("error: the resolution has no vllm or no transformers", file=sys.stderr)
         return 1
     if major_minor(vllm) != major_minor(omni):
         print(f"error: vLLM {vllm} beside vLLM-Omni {omni}: major.minor differ (vLLM-Omni warns and breaks)",
               file=sys.stderr)
         return 1
+    wanted = [Requirement(r) for r in omni_item["metadata"].get("requires_dist", [])]
+    for req in wanted:
+        if req.name.lower() == "transformers" and req.marker is None and transformers not in req.specifier:
+            print(f"error: transformers {transformers} is outside vLLM-Omni {omni}'s {req}", file=sys.stderr)
+            return 1
     print("ok: the CUDA install set resolves to an aligned vLLM / vLLM-Omni")
     return 0
 
