@@ -45,6 +45,7 @@ class BenchEvalFigures(BaseModel):
     error: str | None = Field(None, description="Why scoring this pass failed (then no figures).")
     summary_file: str | None = Field(None, description="The pass's eval_summary.json, with every figure.")
     seed_wer_mean: float | None = Field(None, description="Percent, as omni eval.")
+    median_wer: float | None = Field(None, description="Percent, as omni eval.")
     corpus_wer: float | None = None
     num_scored: int | None = None
     asr_s_per_utt: float | None = None
@@ -56,6 +57,7 @@ class BenchEvalFigures(BaseModel):
     num_sim_scored: int | None = None
     sim_cpu_s_per_utt: float | None = None
     dnsmos_ovrl_mean: float | None = None
+    dnsmos_ovrl_median: float | None = None
     dnsmos_sig_mean: float | None = None
     dnsmos_bak_mean: float | None = None
     dnsmos_p808_mean: float | None = None
@@ -518,6 +520,15 @@ class VllmRunResult(BaseModel):
     seed_tts_content_error_mean: float | None = Field(
         None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
     seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
+    seed_tts_content_error_median: float | None = Field(None, description="With --eval wer: median WER, a fraction.")
+    seed_tts_sim_mean: float | None = Field(None, description="With --eval sim: omni eval's speaker similarity.")
+    seed_tts_sim_median: float | None = None
+    seed_tts_sim_evaluated: int | None = None
+    seed_tts_utmos_mean: float | None = Field(None, description="With --eval mos and the utmos backend.")
+    seed_tts_utmos_evaluated: int | None = None
+    seed_tts_dnsmos_ovrl_mean: float | None = Field(
+        None, description="With --eval mos and the dnsmos backend: DNSMOS, never under a UTMOS key.")
+    seed_tts_dnsmos_ovrl_median: float | None = None
     audio_continuity_threshold_s: float | None = None
     audio_continuity_ok_rate: float | None = None
     audio_continuity_c50_rate: float | None = None

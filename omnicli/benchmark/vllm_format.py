@@ -67,6 +67,9 @@ KEY_NOTES = {
     "seed_tts_content_error_mean": "with --eval wer / --seed-tts-wer-eval: omni eval's seed_wer_mean / 100 "
                                    "(seed-tts-eval's WER, empty transcripts counted as 1.0), over "
                                    "seed_tts_content_evaluated",
+    "seed_tts_sim_mean": "with --eval sim: omni eval's speaker similarity (its backend: eval.sim_backend), not "
+                         "vLLM-Omni's WavLM model; seed_tts_utmos_* only with omni eval's utmos MOS backend, no "
+                         "median (omni eval keeps UTMOS's mean only); DNSMOS is seed_tts_dnsmos_ovrl_*",
 }
 
 
@@ -201,12 +204,27 @@ def vllm_result(
 
 
 def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
-    """vLLM-Omni's `--seed-tts-wer-eval` keys from `omni bench --eval wer`'s figures: its content error
-    is a fraction (omni eval's percent / 100), over the utterances scored; {} without a WER."""
-    if not figures or figures.get("seed_wer_mean") is None:
+    """vLLM-Omni's Seed-TTS quality keys from `omni bench --eval`'s figures, so its plot_results.py fills
+    those columns: the content error a fraction (omni eval's percent / 100), SIM, and UTMOS only where omni
+    eval's MOS backend was UTMOS (DNSMOS keeps a key of its own); {} without figures."""
+    if not figures:
         return {}
-    return {"seed_tts_content_error_mean": figures["seed_wer_mean"] / 100.0,
-            "seed_tts_content_evaluated": figures.get("num_scored") or 0}
+    out: dict[str, Any] = {}
+    if figures.get("seed_wer_mean") is not None:
+        out["seed_tts_content_error_mean"] = figures["seed_wer_mean"] / 100.0
+        if figures.get("median_wer") is not None:
+            out["seed_tts_content_error_median"] = figures["median_wer"] / 100.0
+        out["seed_tts_content_evaluated"] = figures.get("num_scored") or 0
+    if figures.get("sim_mean") is not None:
+        out.update(seed_tts_sim_mean=figures["sim_mean"], seed_tts_sim_median=figures.get("sim_median"),
+                   seed_tts_sim_evaluated=figures.get("num_sim_scored") or 0)
+    if figures.get("utmos_mean") is not None:
+        out.update(seed_tts_utmos_mean=figures["utmos_mean"],
+                   seed_tts_utmos_evaluated=figures.get("num_mos_scored") or 0)
+    if figures.get("dnsmos_ovrl_mean") is not None:
+        out.update(seed_tts_dnsmos_ovrl_mean=figures["dnsmos_ovrl_mean"],
+                   seed_tts_dnsmos_ovrl_median=figures.get("dnsmos_ovrl_median"))
+    return out
 
 
 def result_filename(doc: Mapping[str, Any], *, profile_label: str | None = None) -> str:
