@@ -16,6 +16,7 @@ from rich.markup import escape
 from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
 from omnicli.benchmark.options import OptionError, bench_args
 from omnicli.benchmark.outputs import OutputFormat
+from omnicli.benchmark.seed_tts_env import seed_tts_env_notes
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
 from omnicli.commands import bench_vllm
@@ -124,10 +125,16 @@ def bench(
     With --ray, N engines on a Ray cluster run every pass at the same time;
     see docs/scale-out.md. Every other flag of vLLM-Omni's `vllm bench serve
     --omni` is accepted and reported once as not applying (docs/bench.md).
+    Environment: OMNI_FAILED_SPEECH_AUDIO_DIR (--keep-failed), OMNI_CACHE_DIR
+    (models and caches), OMNI_PROFILES_DIR (presets),
+    VLLM_OMNI_BENCH_AUDIO_CONTINUITY_THRESHOLD_S (continuity, default 0.1 s);
+    vLLM-Omni's SEED_TTS_* variables are named once as ignored.
     """
     set_verbosity(quiet, verbose)
     check_report_option(report_file)
     for line in bench_vllm.reported_flags(ctx):  # vLLM-Omni's flags that do not apply (omnicli.benchmark.vllm_flags)
+        note(line)
+    for line in seed_tts_env_notes():  # and its SEED_TTS_* variables
         note(line)
     try:
         args = bench_args(SimpleNamespace(**locals()), resolve=resolve_profile, require_folder=require_folder,
