@@ -58,12 +58,26 @@ class OmniGroup(TyperGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         if _is_terminal(sys.stderr):
             return super().main(*args, **kwargs)
-        rich_markup_mode = self.rich_markup_mode
-        self.rich_markup_mode = None
+        # every command's own help too (`omni bench --help | less`): each keeps its own markup mode
+        commands = [self, *_subcommands(self)]
+        modes = [command.rich_markup_mode for command in commands]
+        for command in commands:
+            command.rich_markup_mode = None
         try:
             return super().main(*args, **kwargs)
         finally:
-            self.rich_markup_mode = rich_markup_mode
+            for command, mode in zip(commands, modes):
+                command.rich_markup_mode = mode
+
+
+def _subcommands(group: Any) -> list[Any]:
+    """The commands under a group, recursively (those with a markup mode: Typer's)."""
+    out = []
+    for command in getattr(group, "commands", {}).values():
+        if hasattr(command, "rich_markup_mode"):
+            out.append(command)
+        out += _subcommands(command)
+    return out
 
 
 def _is_terminal(stream: Any) -> bool:

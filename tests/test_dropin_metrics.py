@@ -31,11 +31,12 @@ def test_goodput_counts_successes_meeting_every_slo():
     fast = rec(0.0, [0.1, 0.2], [(0.3, 10), (0.5, 10)])  # ttft 100 ms, e2el 500 ms, rtf 0.5/2
     slow = rec(0.0, [0.9, 1.0], [(1.1, 10)])  # ttft 900 ms
     failed = rec(0.0, [0.1], [(0.2, 10)], error="boom")
-    empty = rec(0.0, [0.1], [(0.2, 0)])  # no audio: misses an audio SLO
+    empty = rec(0.0, [0.1], [(0.2, 0)])  # no audio: a failed request, as vLLM-Omni's endpoint fails it
+    one_token = rec(0.0, [0.1], [(0.2, 10)])
     assert parse_goodput(["ttft:200", "audio_rtf:0.3"]) == {"ttft": 200.0, "audio_rtf": 0.3}
-    assert good_requests([fast, slow, failed, empty], {"ttft": 200}) == 2
-    assert good_requests([fast, slow, failed, empty], {"ttft": 200, "audio_rtf": 0.3}) == 1
-    assert good_requests([empty], {"tpot": 0.0}) == 1  # one token: TPOT 0, as vLLM counts it
+    assert good_requests([fast, slow, failed, empty], {"ttft": 200}) == 1
+    assert good_requests([fast, slow, failed, empty, one_token], {"ttft": 200, "audio_rtf": 0.3}) == 2
+    assert good_requests([one_token, empty], {"tpot": 0.0}) == 1  # one token: TPOT 0, as vLLM counts it
     for bad in (["ttft"], ["speed:1"], ["ttft:x"], ["e2el:-1"]):
         with pytest.raises(ValueError):
             parse_goodput(bad)

@@ -214,13 +214,15 @@ def test_statistics_without_samples_are_zero_as_vllm_writes_them(engine, tmp_pat
     bench(str(m), "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["mean_audio_ttfp_ms"] == 0.0 and doc["p99_audio_rtf"] == 0.0 and doc["num_audio_ttfp_samples"] == 0
-    assert doc["num_ttft_samples"] == 1  # the empty one completed: it got talker tokens
+    assert doc["num_ttft_samples"] == 1  # the empty one ran in the engine: it got talker tokens
+    assert doc["completed"] == 0 and doc["failed"] == 2  # issue 32 item 4: no audio is a failure, as vLLM-Omni's
     assert "0.000" in vllm_readers.bench_tts_row(tmp_path / "r.json", "voice_clone", 1)
     assert vllm_readers.plot_results_values([tmp_path / "r.json"])["mean_audio_rtf"] == [0.0]
     params = {"baseline": {"cpu": {"median_audio_ttfp_ms": [100.0], "audio_throughput": [0.0]}}}
-    with pytest.raises(AssertionError, match="Request failures exist"):
-        vllm_readers.omni_ci_check(tmp_path / "r.json", params, num_prompt=2, hardware="cpu", sweep_index=0)
-    assert vllm_readers.omni_ci_check(tmp_path / "r.json", params, num_prompt=1, hardware="cpu", sweep_index=0)
+    for num_prompt in (2, 1):
+        with pytest.raises(AssertionError, match="Request failures exist"):
+            vllm_readers.omni_ci_check(tmp_path / "r.json", params, num_prompt=num_prompt, hardware="cpu",
+                                       sweep_index=0)
 
 
 def test_rounds_keep_num_prompts_equal_to_completed(engine, tmp_path):
@@ -275,10 +277,8 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
         "r.json",
     )
     text = " ".join(result.output.split())
-    assert (
-        "--backend, --endpoint, --host, --port, --model, --trust-remote-code: vLLM server option(s), not applying"
-        in text
-    )
+    assert "--backend, --endpoint, --host, --port, --model: vLLM server option(s), not applying" in text
+    assert "--trust-remote-code: accepted and never honoured" in text  # issue 32 item 1: said so
     assert "task_type not used" in text
     req = engine.requests[-1]
     assert (req.text, req.voice, req.max_new_tokens, req.seed) == ("hello there", "Vivian", 33, 7)

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from omnicli.commands.common import EXIT_USAGE
-from omnicli.errors import UsageError
+from omnicli.errors import EXIT_USAGE, UsageError
 from omnicli.profile import ProfileError, load_profile
 from omnicli.profile import loader as profile_loader
 

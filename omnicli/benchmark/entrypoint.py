@@ -68,6 +68,7 @@ class BenchArgs:
     bench_eval: BenchEval | None = None  # --eval, its models located already
     request_fields: dict[str, Any] = field(default_factory=dict)  # --extra-body: defaults of every request
     ray: RayArgs | None = None
+    dataset: str | None = None  # --dataset-name seed-tts-text / seed-tts-design: how the manifest is read
 
 
 class BenchRunObserver(BenchObserver):
@@ -174,7 +175,7 @@ def load_bench_prompts(args: BenchArgs) -> PromptSet:
     try:
         prompt_set = load_prompts(
             args.manifest, num_prompts=args.num_prompts, seed=args.seed, shuffle=args.shuffle,
-            max_new_tokens=args.max_new_tokens, allow_outside_paths=args.allow_outside_paths,
+            max_new_tokens=args.max_new_tokens, allow_outside_paths=args.allow_outside_paths, dataset=args.dataset,
         )
     except (ManifestError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None

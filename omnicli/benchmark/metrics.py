@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from omnicli.benchmark.continuity import continuity_figures
 from omnicli.driver.records import RequestRecord
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)
@@ -122,6 +123,7 @@ def summarize(rounds: Sequence[Sequence[RequestRecord]], percentiles: Sequence[f
         suffix, scale = _UNITS[stem]
         for stat, value in distribution(values, percentiles, scale).items():
             out[f"{stat}_{stem}{suffix}"] = value
+    out.update(continuity_figures(records))  # vLLM-Omni's and sglang-omni's streaming continuity
     return out
 
 
@@ -174,13 +176,18 @@ def _goodput_value(record: RequestRecord, key: str) -> float | None:
     return None if value is None else value * _UNITS[key][1]
 
 
+# vLLM-Omni's speech endpoint refuses a request that produced no audio (HTTP 400): in the vLLM-shaped
+# file such a request is failed, with this error (omni's own file keeps it completed, in num_empty_audio).
+EMPTY_AUDIO_ERROR = "did not produce audio output"
+
+
 def good_requests(records: Sequence[RequestRecord], slos: dict[str, float]) -> int:
-    """Successful requests meeting every SLO (vLLM's goodput: value <= threshold). A request
-    for which a metric is undefined (no audio, no token) does not meet that SLO; vLLM counts a
+    """Successful requests with audio meeting every SLO (vLLM's goodput: value <= threshold). A
+    request for which a metric is undefined (no token) does not meet that SLO; vLLM counts a
     TPOT of 0 for single-token requests, and so does this."""
     good = 0
     for r in records:
-        if not r.ok:
+        if not r.nonempty:
             continue
         values = {k: (0.0 if k == "tpot" and r.tpot is None and r.ttft is not None else _goodput_value(r, k))
                   for k in slos}
@@ -191,8 +198,8 @@ def good_requests(records: Sequence[RequestRecord], slos: dict[str, float]) -> i
 def peak_figures(records: Sequence[RequestRecord]) -> tuple[float, int]:
     """vLLM's `max_output_tokens_per_s` and `max_concurrent_requests`: over one-second buckets from
     the first successful submission, the most talker outputs in one second and the most
-    successful requests active in one second."""
-    ok = [r for r in records if r.ok]
+    successful requests active in one second (successful: with audio, as vLLM-Omni's endpoint)."""
+    ok = [r for r in records if r.nonempty]
     if not ok:
         return 0.0, 0
     t0 = min(r.start for r in ok)
@@ -211,7 +218,8 @@ def peak_figures(records: Sequence[RequestRecord]) -> tuple[float, int]:
 
 def vllm_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]:
     """vLLM's per-request lists, in submission order (rounds concatenated) and vLLM's units and
-    defaults: seconds; a failed request has ttft 0.0, no itls, latency 0.0 and output_len 0.
+    defaults: seconds; a failed request (and one without audio, which vLLM-Omni fails) has ttft 0.0,
+    no itls, latency 0.0 and output_len 0.
     `start_times` are seconds from the round's first submission (vLLM's are perf_counter values:
     only differences mean something). `latencies` and `queue_times` are kept without
     --save-detailed too, as vLLM keeps them."""
@@ -220,11 +228,12 @@ def vllm_lists(rounds: Sequence[Sequence[RequestRecord]]) -> dict[str, list]:
     for rnd in rounds:
         t0 = min((r.start for r in rnd), default=0.0)
         for r in sorted(rnd, key=lambda r: r.start):
+            ok = r.nonempty
             out["input_lens"].append(r.prompt_tokens)
-            out["output_lens"].append(r.output_tokens if r.ok else 0)
-            out["ttfts"].append(r.ttft if r.ok and r.ttft is not None else 0.0)
-            out["itls"].append(r.itl if r.ok else [])
-            out["latencies"].append(r.e2el if r.ok else 0.0)
+            out["output_lens"].append(r.output_tokens if ok else 0)
+            out["ttfts"].append(r.ttft if ok and r.ttft is not None else 0.0)
+            out["itls"].append(r.itl if ok else [])
+            out["latencies"].append(r.e2el if ok else 0.0)
             out["start_times"].append(r.start - t0)
             out["queue_times"].append(r.queue_time)
     return out
@@ -263,7 +272,8 @@ def vllm_figures(rounds: Sequence[Sequence[RequestRecord]], goodput: dict[str, f
     `request_goodput` (requests meeting every `goodput` SLO per second), the peaks
     (`max_output_tokens_per_s`, `max_concurrent_requests`: the busiest second of any round),
     `total_audio_frames` (PCM frames of the completed requests, as vLLM-Omni counts them) and
-    the per-request lists of `vllm_lists`."""
+    the per-request lists of `vllm_lists`; `completed` and `failed` as vLLM-Omni counts them (a request
+    without audio failed) and the `errors` list with its message for those."""
     records = [r for rnd in rounds for r in rnd]
     duration = sum(round_duration(rnd) for rnd in rounds)
     peaks = [peak_figures(rnd) for rnd in rounds] or [(0.0, 0)]
@@ -272,6 +282,10 @@ def vllm_figures(rounds: Sequence[Sequence[RequestRecord]], goodput: dict[str, f
         "max_output_tokens_per_s": max(p[0] for p in peaks),
         "max_concurrent_requests": max(p[1] for p in peaks),
         "total_audio_frames": sum(r.num_samples for r in records if r.ok),
+        "completed": sum(1 for r in records if r.nonempty),
+        "failed": sum(1 for r in records if not r.nonempty),
+        "errors": [r.error or ("" if r.nonempty else EMPTY_AUDIO_ERROR)
+                   for rnd in rounds for r in sorted(rnd, key=lambda r: r.start)],
     }
     out.update(vllm_lists(rounds))
     return out

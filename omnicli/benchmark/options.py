@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
 from omnicli.benchmark.outputs import ReportPlan, VllmFiles
 from omnicli.benchmark.session import ProfileRun
+from omnicli.benchmark.vllm_flags import reason as lookup_flag
 from omnicli.engine.request import TTSRequest, field_problem
 from omnicli.errors import UsageError
 from omnicli.runtime.clock import utc_now
@@ -61,6 +62,7 @@ class Compat:
     sets: list[str]
     request_fields: dict[str, Any]  # TTSRequest fields each request gets unless its row sets them
     notes: list[str]  # flags accepted and not applying (said once)
+    dataset: str | None = None  # vLLM-Omni's dataset name: how the manifest is read
 
 
 def vllm_compat(
@@ -73,9 +75,11 @@ def vllm_compat(
     given = [flag for flag, value in ignored.items() if value is not None]
     if given:
         notes.append(f"{', '.join(given)}: vLLM server option(s), not applying to the embedded engine (ignored)")
-    if dataset_name is not None and dataset_name != "seed-tts":
-        raise OptionError(f"{dataset_name!r}: omni bench reads the seed-tts dataset (a meta.lst)",
-                          option="--dataset-name")
+    from omnicli.benchmark.seed_tts_sets import DATASETS, DESIGN_LANGUAGE
+
+    if dataset_name is not None and dataset_name not in DATASETS:
+        raise OptionError(f"{dataset_name!r}: omni bench reads the seed-tts datasets ({', '.join(DATASETS)}: "
+                          "a meta.lst)", option="--dataset-name")
     if locale not in ("en", "zh"):
         raise OptionError(f"{locale!r}: choose en or zh", option="--seed-tts-locale")
     if dataset_path is not None:
@@ -87,7 +91,7 @@ def vllm_compat(
                               "set: DIR/en/meta.lst, DIR/zh/meta.lst; it downloads nothing)", option="--dataset-path")
         manifest = dataset_path / locale / "meta.lst" if dataset_path.is_dir() else dataset_path
     elif dataset_name is not None:
-        raise OptionError("--dataset-name seed-tts needs --dataset-path DIR (a local seed-tts-eval folder)",
+        raise OptionError(f"--dataset-name {dataset_name} needs --dataset-path DIR (a local seed-tts-eval folder)",
                           option="--dataset-path")
     body: dict[str, Any] = {}
     if extra_body is not None:
@@ -125,7 +129,9 @@ def vllm_compat(
     unused = [k for k in body if k not in request_keys]
     if unused:
         notes.append(f"--extra-body: {', '.join(unused)} not used by omni's requests (ignored)")
-    return Compat(manifest, cap, sets, fields, notes)
+    if dataset_name == "seed-tts-design":  # vLLM-Omni's design requests name the locale's language
+        fields.setdefault("language", DESIGN_LANGUAGE[locale])
+    return Compat(manifest, cap, sets, fields, notes, dataset=dataset_name)
 
 
 def parsed(parse: Callable[..., T], value: object, hint: str) -> T:
@@ -269,18 +275,20 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
     if o.manifest_arg is not None and o.manifest is not None and o.manifest_arg != o.manifest:
         raise OptionError("give the manifest either as argument or with --manifest, not both",
                                  option="MANIFEST")
+    dataset_root = getattr(o, "seed_tts_root", None) or o.dataset_path  # vLLM-Omni: --seed-tts-root wins
     compat = vllm_compat(
-        o.dataset_name, o.dataset_path, o.seed_tts_locale, o.manifest or o.manifest_arg, o.extra_body, o.output_len,
+        o.dataset_name, dataset_root, o.seed_tts_locale, o.manifest or o.manifest_arg, o.extra_body, o.output_len,
         o.max_new_tokens,
         sampling={"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k,
                   "repetition_penalty": o.repetition_penalty},
         ignored={"--backend": o.backend, "--endpoint": o.endpoint, "--host": o.host, "--port": o.port,
                  "--base-url": o.base_url, "--model": o.model, "--tokenizer": o.tokenizer,
-                 "--served-model-name": o.served_model_name, "--ready-check-timeout-sec": o.ready_check_timeout_sec,
-                 "--trust-remote-code": o.trust_remote_code or None},
+                 "--served-model-name": o.served_model_name, "--ready-check-timeout-sec": o.ready_check_timeout_sec},
     )
     for line in compat.notes:
         info(line)
+    if o.trust_remote_code:
+        info(f"--trust-remote-code: {lookup_flag('--trust-remote-code')} (ignored)")
     eval_metrics, audio_out, keep_failed = o.eval_metrics, o.audio_out, o.keep_failed
     if o.seed_tts_wer_eval:  # vLLM-Omni's WER pass is omni eval's wer, on the kept audio
         eval_metrics = "wer" if not eval_metrics else ",".join(dict.fromkeys([*eval_metrics.split(","), "wer"]))
@@ -320,4 +328,5 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         interleave=o.interleave, audio_out=audio_out, keep_failed=keep_failed, bench_eval=bench_eval,
         request_fields=compat.request_fields,
         ray=None if resources is None else RayArgs(o.ray_address, resources, quiet=not verbose),
+        dataset=compat.dataset,
     )

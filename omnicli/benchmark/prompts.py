@@ -64,10 +64,12 @@ def load_prompts(
     shuffle: bool = True,
     max_new_tokens: int | None = None,
     allow_outside_paths: bool = False,
+    dataset: str | None = None,
 ) -> PromptSet:
     """Reads the manifest (the shipped demo set when None) and builds one request per prompt.
 
-    Reference audio is loaded once per distinct row, before any timing.
+    Reference audio is loaded once per distinct row, before any timing. `dataset`: vLLM-Omni's
+    seed-tts-text / seed-tts-design reading of the file (omnicli.benchmark.seed_tts_sets).
     Raises `omnicli.manifest.ManifestError` when the manifest cannot be read.
     """
     if manifest is None:
@@ -76,7 +78,12 @@ def load_prompts(
             num_prompts = DEMO_NUM_PROMPTS
     else:
         path = Path(manifest)
-    parsed = read_manifest(path, allow_outside_paths=allow_outside_paths)
+    if dataset in ("seed-tts-text", "seed-tts-design"):  # vLLM-Omni's CustomVoice / VoiceDesign rows
+        from omnicli.benchmark.seed_tts_sets import read_seed_tts_set
+
+        parsed = read_seed_tts_set(path, dataset, allow_outside_paths=allow_outside_paths)
+    else:
+        parsed = read_manifest(path, allow_outside_paths=allow_outside_paths)
     errors = [str(e) for e in parsed.errors]
     usable: list[ManifestRow] = []
     built = {}

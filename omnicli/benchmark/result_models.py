@@ -46,6 +46,7 @@ class BenchEvalFigures(BaseModel):
     error: str | None = Field(None, description="Why scoring this pass failed (then no figures).")
     summary_file: str | None = Field(None, description="The pass's eval_summary.json, with every figure.")
     seed_wer_mean: float | None = Field(None, description="Percent, as omni eval.")
+    median_wer: float | None = Field(None, description="Percent, as omni eval.")
     corpus_wer: float | None = None
     num_scored: int | None = None
     asr_s_per_utt: float | None = None
@@ -57,6 +58,7 @@ class BenchEvalFigures(BaseModel):
     num_sim_scored: int | None = None
     sim_cpu_s_per_utt: float | None = None
     dnsmos_ovrl_mean: float | None = None
+    dnsmos_ovrl_median: float | None = None
     dnsmos_sig_mean: float | None = None
     dnsmos_bak_mean: float | None = None
     dnsmos_p808_mean: float | None = None
@@ -223,6 +225,16 @@ class BenchRun(BaseModel):
     mean_itl_ms: float | None
     median_itl_ms: float | None
     std_itl_ms: float | None
+    # streaming continuity (omnicli/benchmark/continuity.py): vLLM-Omni's OK rate, sglang-omni's C50/C100/C200
+    audio_continuity_threshold_s: float | None = Field(
+        None, description="vLLM-Omni's threshold (VLLM_OMNI_BENCH_AUDIO_CONTINUITY_THRESHOLD_S, default 0.1 s).")
+    audio_continuity_ok_rate: float | None = Field(
+        None, description="Share of successful requests with audio whose worst underrun <= the threshold.")
+    audio_continuity_c50_rate: float | None = Field(None, description="The same share at 50 ms (sglang-omni's C50).")
+    audio_continuity_c100_rate: float | None = Field(None, description="The same share at 100 ms (C100).")
+    audio_continuity_c200_rate: float | None = Field(None, description="The same share at 200 ms (C200).")
+    p95_inter_chunk_gap_ms: float | None = Field(
+        None, description="95th percentile of the gaps between consecutive audio chunks, pooled over requests.")
 
 
     # vLLM-Omni's engine: per-stage means (omnicli/vllm_omni/stage_metrics.py)
@@ -509,6 +521,21 @@ class VllmRunResult(BaseModel):
     seed_tts_content_error_mean: float | None = Field(
         None, description="With --eval wer: vLLM-Omni's WER key, a fraction.")
     seed_tts_content_evaluated: int | None = Field(None, description="With --eval wer: utterances scored.")
+    seed_tts_content_error_median: float | None = Field(None, description="With --eval wer: median WER, a fraction.")
+    seed_tts_sim_mean: float | None = Field(None, description="With --eval sim: omni eval's speaker similarity.")
+    seed_tts_sim_median: float | None = None
+    seed_tts_sim_evaluated: int | None = None
+    seed_tts_utmos_mean: float | None = Field(None, description="With --eval mos and the utmos backend.")
+    seed_tts_utmos_evaluated: int | None = None
+    seed_tts_dnsmos_ovrl_mean: float | None = Field(
+        None, description="With --eval mos and the dnsmos backend: DNSMOS, never under a UTMOS key.")
+    seed_tts_dnsmos_ovrl_median: float | None = None
+    audio_continuity_threshold_s: float | None = None
+    audio_continuity_ok_rate: float | None = None
+    audio_continuity_c50_rate: float | None = None
+    audio_continuity_c100_rate: float | None = None
+    audio_continuity_c200_rate: float | None = None
+    p95_inter_chunk_gap_ms: float | None = None
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
     audio_ttfps: list[float | None] | None = None

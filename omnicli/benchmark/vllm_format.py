@@ -58,6 +58,8 @@ KEY_NOTES = {
                            "reports them (it streams audio, not tokens); talker tokens are talker_output_tokens and "
                            "talker_output_throughput",
     "num_prompts": "requests measured: prompts_per_round x rounds",
+    "completed": "requests that produced audio; failed counts those without (vLLM-Omni's speech endpoint answers "
+                 "400 'did not produce audio output'), as num_empty_audio does",
     "max_output_tokens_per_s": "talker outputs in the busiest second",
     "rtfx": "0.0: vLLM's ASR figure (input audio transcribed per second); nothing is transcribed here",
     "start_times": "seconds from the round's first submission (vLLM writes perf_counter values)",
@@ -65,6 +67,9 @@ KEY_NOTES = {
     "seed_tts_content_error_mean": "with --eval wer / --seed-tts-wer-eval: omni eval's seed_wer_mean / 100 "
                                    "(seed-tts-eval's WER, empty transcripts counted as 1.0), over "
                                    "seed_tts_content_evaluated",
+    "seed_tts_sim_mean": "with --eval sim: omni eval's speaker similarity (its backend: eval.sim_backend), not "
+                         "vLLM-Omni's WavLM model; seed_tts_utmos_* only with omni eval's utmos MOS backend, no "
+                         "median (omni eval keeps UTMOS's mean only); DNSMOS is seed_tts_dnsmos_ovrl_*",
 }
 
 
@@ -141,14 +146,20 @@ def vllm_result(
         if run.get(key) is not None:
             doc[key] = run[key]
     talker_out = run.get("total_output_tokens", 0)
+    # vLLM-Omni fails a request without audio: completed counts those with audio (omni's file: num_empty_audio)
+    completed = figures.get("completed", run.get("completed"))
+    failed = figures.get("failed", run.get("failed"))
+    throughput = run.get("request_throughput")
+    if "completed" in figures:
+        throughput = figures["completed"] / duration if duration > 0 else 0.0
     doc.update(
         {
             "duration": duration,
-            "completed": run.get("completed"),
-            "failed": run.get("failed"),
+            "completed": completed,
+            "failed": failed,
             "total_input_tokens": 0,
             "total_output_tokens": 0,
-            "request_throughput": run.get("request_throughput"),
+            "request_throughput": throughput,
             "request_goodput": figures.get("request_goodput") if goodput else None,
             "output_throughput": 0.0,
             "total_token_throughput": 0.0,
@@ -160,7 +171,9 @@ def vllm_result(
     if save_detailed:
         doc.update({k: figures[k] for k in VLLM_DETAILED_KEYS if k in figures})
     doc.update({k: figures[k] for k in ("latencies", "queue_times") if k in figures})
-    if detailed is not None:
+    if "errors" in figures:
+        doc["errors"] = list(figures["errors"])
+    elif detailed is not None:
         doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
     doc.update({"max_output_tokens_per_s": figures.get("max_output_tokens_per_s", 0.0),
                 "max_concurrent_requests": figures.get("max_concurrent_requests", 0), "rtfx": 0.0})
@@ -172,6 +185,9 @@ def vllm_result(
             value = run.get(key)
             doc[key] = 0.0 if value is None else value  # vLLM: np.mean(x or 0) of no samples is 0.0
         doc[f"num_{stem}_samples"] = run.get(f"num_{stem}_samples", 0)
+    from omnicli.benchmark.continuity import KEYS as CONTINUITY_KEYS
+
+    doc.update({k: run[k] for k in CONTINUITY_KEYS if k in run})  # vLLM-Omni's and sglang-omni's names
     doc.update(
         {
             "prompts_per_round": run.get("num_prompts"),
@@ -193,12 +209,27 @@ def vllm_result(
 
 
 def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
-    """vLLM-Omni's `--seed-tts-wer-eval` keys from `omni bench --eval wer`'s figures: its content error
-    is a fraction (omni eval's percent / 100), over the utterances scored; {} without a WER."""
-    if not figures or figures.get("seed_wer_mean") is None:
+    """vLLM-Omni's Seed-TTS quality keys from `omni bench --eval`'s figures, so its plot_results.py fills
+    those columns: the content error a fraction (omni eval's percent / 100), SIM, and UTMOS only where omni
+    eval's MOS backend was UTMOS (DNSMOS keeps a key of its own); {} without figures."""
+    if not figures:
         return {}
-    return {"seed_tts_content_error_mean": figures["seed_wer_mean"] / 100.0,
-            "seed_tts_content_evaluated": figures.get("num_scored") or 0}
+    out: dict[str, Any] = {}
+    if figures.get("seed_wer_mean") is not None:
+        out["seed_tts_content_error_mean"] = figures["seed_wer_mean"] / 100.0
+        if figures.get("median_wer") is not None:
+            out["seed_tts_content_error_median"] = figures["median_wer"] / 100.0
+        out["seed_tts_content_evaluated"] = figures.get("num_scored") or 0
+    if figures.get("sim_mean") is not None:
+        out.update(seed_tts_sim_mean=figures["sim_mean"], seed_tts_sim_median=figures.get("sim_median"),
+                   seed_tts_sim_evaluated=figures.get("num_sim_scored") or 0)
+    if figures.get("utmos_mean") is not None:
+        out.update(seed_tts_utmos_mean=figures["utmos_mean"],
+                   seed_tts_utmos_evaluated=figures.get("num_mos_scored") or 0)
+    if figures.get("dnsmos_ovrl_mean") is not None:
+        out.update(seed_tts_dnsmos_ovrl_mean=figures["dnsmos_ovrl_mean"],
+                   seed_tts_dnsmos_ovrl_median=figures.get("dnsmos_ovrl_median"))
+    return out
 
 
 def result_filename(doc: Mapping[str, Any], *, profile_label: str | None = None) -> str:

@@ -16,8 +16,10 @@ from rich.markup import escape
 from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
 from omnicli.benchmark.options import OptionError, bench_args
 from omnicli.benchmark.outputs import OutputFormat
+from omnicli.benchmark.seed_tts_env import seed_tts_env_notes
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
+from omnicli.commands import bench_vllm
 from omnicli.commands.bench_console import ConsoleObserver
 from omnicli.commands.bench_options import ProfilesOption
 from omnicli.commands.common import (
@@ -35,6 +37,7 @@ from omnicli.runtime.console import VERBOSITY, CliConsole, err_console, note, se
 
 
 def bench(
+    ctx: typer.Context,
     manifest_arg: opt.ManifestArgOpt = None,
     manifest: opt.ManifestOpt = None,
     num_prompts: opt.NumPromptsOpt = None,
@@ -91,6 +94,7 @@ def bench(
     timeline_itl_thresholds: opt.TimelineItlThresholdsOpt = "25,50",
     disable_tqdm: opt.DisableTqdmOpt = False,
     seed_tts_wer_eval: opt.SeedTtsWerEvalOpt = False,
+    seed_tts_root: opt.SeedTtsRootOpt = None,
     backend: opt.BackendOpt = None,
     endpoint: opt.EndpointOpt = None,
     host: opt.HostOpt = None,
@@ -111,11 +115,21 @@ def bench(
     lets requests in flight finish for a few seconds, closes the engine and
     reports the completed passes; a second Ctrl-C exits at once. Exit codes:
     0 all requests completed, 1 some failed, 2 bad usage or input, 3 the
-    engine failed, 130 interrupted. With --ray, N engines on a Ray cluster
-    run every pass at the same time; see docs/scale-out.md.
+    engine failed, 130 interrupted (a request that produced no audio failed).
+    With --ray, N engines on a Ray cluster run every pass at the same time;
+    see docs/scale-out.md. Every other flag of vLLM-Omni's `vllm bench serve
+    --omni` is accepted and reported once as not applying (docs/bench.md).
+    Environment: OMNI_FAILED_SPEECH_AUDIO_DIR (--keep-failed), OMNI_CACHE_DIR
+    (models and caches), OMNI_PROFILES_DIR (presets),
+    VLLM_OMNI_BENCH_AUDIO_CONTINUITY_THRESHOLD_S (continuity, default 0.1 s);
+    vLLM-Omni's SEED_TTS_* variables are named once as ignored.
     """
     set_verbosity(quiet, verbose)
     check_report_option(report_file)
+    for line in bench_vllm.reported_flags(ctx):  # vLLM-Omni's flags that do not apply (omnicli.benchmark.vllm_flags)
+        note(line)
+    for line in seed_tts_env_notes():  # and its SEED_TTS_* variables
+        note(line)
     try:
         args = bench_args(SimpleNamespace(**locals()), resolve=resolve_profile, require_folder=require_folder,
                           info=note, verbose=VERBOSITY.verbose)

@@ -48,8 +48,8 @@ RoundsOpt = Annotated[int, typer.Option("--rounds", min=1, help="Measured passes
 MetricPercentilesOpt = Annotated[str, typer.Option("--metric-percentiles", help="Percentiles to report, "
     "comma-separated (vLLM's default is 99; the table also shows p50 and p90).")]
 PercentileMetricsOpt = Annotated[Optional[str], typer.Option("--percentile-metrics", help="Metrics whose "
-    "mean/median/std/percentiles go into --save-result files: "
-    "audio_ttfp,e2el,audio_rtf,audio_duration,audio_underrun.", show_default="all")]
+    "mean/median/std/percentiles go into --save-result files, comma-separated, any of: "
+    "audio_ttfp, e2el, audio_rtf, audio_duration, audio_underrun, ttft, tpot, itl.", show_default="all")]
 CompareOpt = Annotated[Optional[list[str]], typer.Option("--compare", help="A profile to A/B against the --profile "
     "one(s) (repeatable): same prompts, engine restarted.")]
 InterleaveOpt = Annotated[bool, typer.Option("--interleave", help="A/B with --rounds R: alternate the profiles' "
@@ -66,8 +66,9 @@ ResultFilenameOpt = Annotated[Optional[str], typer.Option("--result-filename", h
     show_default="{label}-{rate}qps-concurrency{N}-{model}-{date}.json; summary omni-bench-<time>.json")]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Label (file name prefix) of --save-result files.",
     show_default="omni")]
-MetadataOpt = Annotated[Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE",
-    help="Recorded as a top-level key of each --save-result file (repeatable).")]
+MetadataOpt = Annotated[Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE ...",
+    help="Recorded as top-level keys of each --save-result file: several pairs after one flag, as vLLM "
+    "(--metadata version=0.3 tp=1), or the flag repeated.")]
 CsvPathOpt = Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write the results table as CSV: "
     "one row per run, raw values.")]
 OutputFormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Console output: a table, or plain `Key: "
@@ -132,6 +133,8 @@ TimelineItlThresholdsOpt = Annotated[str, typer.Option("--timeline-itl-threshold
 DisableTqdmOpt = Annotated[bool, typer.Option("--disable-tqdm", help="No progress bar.", rich_help_panel=_VLLM)]
 SeedTtsWerEvalOpt = Annotated[bool, typer.Option("--seed-tts-wer-eval", help="Same as --eval wer (with --audio-out, "
     "default RESULT_DIR/seed_tts_audio).", rich_help_panel=_VLLM)]
+SeedTtsRootOpt = Annotated[Optional[Path], typer.Option("--seed-tts-root", help="vLLM-Omni's seed-tts-eval folder "
+    "holding en/ and zh/: read instead of --dataset-path's.", rich_help_panel=_VLLM)]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
 EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
 HostOpt = Annotated[Optional[str], typer.Option("--host", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
@@ -144,4 +147,5 @@ ServedModelNameOpt = Annotated[Optional[str], typer.Option("--served-model-name"
     rich_help_panel=_VLLM)]
 ReadyCheckTimeoutSecOpt = Annotated[Optional[str], typer.Option("--ready-check-timeout-sec", help=_NOT_APPLYING,
     rich_help_panel=_VLLM)]
-TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help=_NOT_APPLYING, rich_help_panel=_VLLM)]
+TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help="vLLM's flag: accepted and never "
+    "honoured (omni never runs code from a model folder).", rich_help_panel=_VLLM)]

@@ -91,7 +91,7 @@ def report_passes(
     ray: dict | None = None,
 ) -> int:
     """Shows and writes the report of the completed passes (`results`: `PassResult`s) as `plan` says;
-    returns 0, or 1 when some request failed.
+    returns 0, or 1 when some request failed or produced no audio.
 
     `runs`: the runs when the caller built them (--ray: merged over engines, as dicts or `BenchRun`s);
     `ray`: the result file's `ray` entry. On a forced exit (`forced`) no plot and no HTML page.
@@ -118,7 +118,8 @@ def report_passes(
                             engine_error=engine_error, unfinished=unfinished, ray=ray)
     for output in plan.outputs(forced=forced):
         output.finalize(report, results)
-    return 1 if any(run.failures for run in report.runs) else 0
+    # a request without audio failed, as vLLM-Omni's speech endpoint fails it
+    return 1 if any(run.failures or run.num_empty_audio for run in report.runs) else 0
 
 
 def export_result(path: Path, *, console: OutputFormat = OutputFormat.table, csv_path: Path | None = None,

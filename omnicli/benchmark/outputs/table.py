@@ -51,6 +51,16 @@ def table_rows(run: BenchRun, percentiles: Sequence[float]) -> list[tuple[str, s
             label = {"mean": "Mean", "median": "Median"}.get(stat, stat.upper())
             key = f"{stat}_{stem}{suffix}"
             rows.append((f"{label} {_DIST_NAMES[stem]}", key, fmt_number(run.figure(key), digits)))
+    if run.audio_continuity_ok_rate is not None:  # (a file written before these figures has none)
+        threshold_ms = (run.audio_continuity_threshold_s or 0.0) * 1000
+        rows += [
+            (f"Continuity OK (underrun <= {threshold_ms:g} ms)", "audio_continuity_ok_rate",
+             fmt_number(run.audio_continuity_ok_rate, 3)),
+            ("Continuity C50 / C100 / C200", None, " / ".join(
+                fmt_number(r, 3) for r in (run.audio_continuity_c50_rate, run.audio_continuity_c100_rate,
+                                           run.audio_continuity_c200_rate))),
+            ("P95 inter-chunk gap (ms)", "p95_inter_chunk_gap_ms", fmt_number(run.p95_inter_chunk_gap_ms, 1)),
+        ]
     rows += [
         ("Reference hot / cold", None, f"{run.num_ref_hot} / {run.num_ref_cold}"),
         ("Talker tokens/s", "talker_tokens_per_s", fmt_number(run.talker_tokens_per_s, 1)),
@@ -211,8 +221,8 @@ def print_failures(runs: Sequence[BenchRun]) -> None:
             console.print(f"  ... and {len(failed) - 20} more (see the result file)")
     empty = sum(r.num_empty_audio for r in runs)
     if empty:
-        console.print(f"[yellow]{empty} request(s) completed with empty audio[/yellow] "
-                      "(excluded from latency statistics)")
+        console.print(f"[red]{empty} request(s) produced no audio[/red]: failed (exit 1; the vLLM-shaped file counts "
+                      "them failed, as vLLM-Omni's endpoint does), excluded from latency statistics")
 
 
 class TableOutput:
