@@ -166,7 +166,9 @@ class ReferenceEngine:
 
     def _phonemize(self, text: str) -> list[str]:
         with self._g2p_lock:  # the G2P is pure Python with lazily built parts: one at a time
-            return list(self._tts.phonemize(text))
+            sentences = list(self._tts.phonemize(text))
+        # a sentence of punctuation alone ("...") has no phone to speak: the model would give a breath of noise
+        return [s for s in sentences if any(ch.isalpha() for ch in s)]
 
     def _sentence(self, phonemes: str, rng: np.random.Generator) -> tuple[np.ndarray, float]:
         t0 = time.perf_counter()
