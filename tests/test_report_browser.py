@@ -2,9 +2,9 @@
 
 Real runs make the pages: the demo set synthesized on the session's engine, scored by the
 bundled Whisper tiny.en, and a two-profile bench (both profiles run on the session's engine:
-the page only reads the files). One row has a known ASR error: its wav is the real flite
-recording of "The birch canoe slid on the smooth planks." and its manifest text says
-"rough", so the diff must mark rough -> smooth. Nothing is compared against pixels; the
+the page only reads the files). One row has a known ASR error: its wav is the reference voice's
+demo prompt saying "The juice of lemons makes fine punch." and its manifest text says
+"limes", so the diff must mark limes -> lemons. Nothing is compared against pixels; the
 screenshots only show what the test saw.
 """
 
@@ -50,12 +50,12 @@ class Runs:
 def known_error_manifest(tmp: Path, demo_manifest: Path, gen_dir: Path) -> Path:
     """The demo manifest plus a row whose text differs from what its (real) audio says."""
     prompts = demo_manifest.parent / "prompts"
-    shutil.copy(prompts / "slt_birch.wav", gen_dir / f"{KNOWN}.wav")
+    shutil.copy(prompts / "heart_juice.wav", gen_dir / f"{KNOWN}.wav")
     manifest = tmp / "scored.lst"
     lines = demo_manifest.read_text().splitlines()
     lines.append(
-        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the "
-        "rough planks."
+        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'heart_well.wav'}|The juice of limes makes fine "
+        "punch."
     )
     manifest.write_text("\n".join(lines) + "\n")
     return manifest
@@ -202,7 +202,7 @@ class Page:
 def test_synth_and_eval_report_in_a_browser(runs, browser):
     scored = runs.scored
     known = scored[KNOWN]
-    assert "rough" in known["ref_norm"].split() and "smooth" in known["hyp_norm"].split(), known
+    assert "limes" in known["ref_norm"].split() and "lemons" in known["hyp_norm"].split(), known
     assert runs.synth_page.is_file()
     page_dir = runs.mail_page.parent
 
@@ -234,7 +234,7 @@ def test_synth_and_eval_report_in_a_browser(runs, browser):
         assert [float(v) for v in page.column(wer_col)] == sorted(ascending, reverse=True)
 
         # filters hide what they should
-        page.fill("#f-text", "birch canoe")
+        page.fill("#f-text", "juice of limes")
         assert page.visible_utts() == [KNOWN]
         page.fill("#f-text", "")
         page.fill("#f-wer-max", "60")
@@ -247,7 +247,7 @@ def test_synth_and_eval_report_in_a_browser(runs, browser):
 
         # the diff marks the right words: the alignment the WER counted
         row = page.locator(f"#utt-table tbody tr[data-utt={KNOWN}]")
-        assert row.locator("span[data-op=s][data-ref=rough][data-hyp=smooth]").count() == 1
+        assert row.locator("span[data-op=s][data-ref=limes][data-hyp=lemons]").count() == 1
         marked = {op: row.locator(f"span[data-op={op}]").count() for op in "sdi"}
         assert marked == {"s": known["substitutions"], "d": known["deletions"], "i": known["insertions"]}
         assert (
