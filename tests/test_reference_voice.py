@@ -197,3 +197,35 @@ def test_synth_and_resume_on_the_demo_set_without_torch_or_vllm(hibari, tmp_path
         assert sr == 24000 and audio.ndim == 1 and len(audio) / sr == pytest.approx(row["audio_seconds"], abs=0.01)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"] == "hibari"
+
+
+def test_a_g2p_or_model_error_fails_that_request_alone(voice, monkeypatch):
+    """Unit test of the engine's error sorting: hibari raising (here on one text) is that request's failure,
+    not the engine's (was: a RuntimeError from the G2P was reported as EngineDead)."""
+    engine = voice.engine
+    phonemize, from_ids = engine._tts.phonemize, engine._tts.from_ids
+
+    def bad_g2p(text):
+        if "broken" in text:
+            raise RuntimeError("tagger exploded")
+        return phonemize(text)
+
+    def bad_model(ids, *args):
+        if len(ids) > 60:
+            raise ValueError("onnx said no")
+        return from_ids(ids, *args)
+
+    monkeypatch.setattr(engine._tts, "phonemize", bad_g2p)
+    monkeypatch.setattr(engine._tts, "from_ids", bad_model)
+
+    async def three():
+        return await asyncio.gather(
+            outcome(engine, TTSRequest("g2p", "A broken sentence.")),
+            outcome(engine, TTSRequest("model", "This sentence is long enough to have over sixty phonemes in it.")),
+            outcome(engine, TTSRequest("fine", "Short one.")),
+        )
+
+    g2p, model, fine = voice.run(three())
+    assert isinstance(g2p, RequestFailed) and "G2P failed: RuntimeError: tagger exploded" in g2p.reason
+    assert isinstance(model, RequestFailed) and "ValueError: onnx said no" in model.reason
+    assert isinstance(fine, list) and fine[-1].is_last

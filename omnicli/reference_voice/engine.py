@@ -189,9 +189,9 @@ class ReferenceEngine:
             try:
                 try:
                     sentences = await loop.run_in_executor(self._pool, self._phonemize, request.text)
-                except RuntimeError as exc:  # the pool is shut down: closed while waiting
-                    raise EngineDead(self._dead or str(exc)) from None
                 except Exception as exc:
+                    if self._dead is not None:  # closed while it waited: the pool takes no more work
+                        raise EngineDead(self._dead) from None
                     raise RequestFailed(request.request_id, f"the reference voice's G2P failed: "
                                         f"{type(exc).__name__}: {exc}", info) from exc
                 if not sentences:
@@ -203,11 +203,9 @@ class ReferenceEngine:
                         raise EngineDead(self._dead)
                     try:
                         pcm, seconds = await loop.run_in_executor(self._pool, self._sentence, phonemes, rng)
-                    except RuntimeError as exc:
+                    except Exception as exc:
                         if self._dead is not None:
                             raise EngineDead(self._dead) from None
-                        raise RequestFailed(request.request_id, f"the reference voice failed: {exc}", info) from exc
-                    except Exception as exc:
                         raise RequestFailed(request.request_id, f"the reference voice failed: "
                                             f"{type(exc).__name__}: {exc}", info) from exc
                     samples += pcm.shape[0]
