@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from omnicli.parity.checks import Check
 
 # Modules whose import registers families; a missing optional one is skipped.
-REGISTRATIONS = ("omnicli.engine.models.registrations", "omnicli.vllm_omni.families")
+REGISTRATIONS = ("omnicli.engine.models.registrations", "omnicli.vllm_omni.families",
+                 "omnicli.reference_voice.families")
 
 
 def _no_checkpoints() -> list[CheckpointSpec]:
@@ -43,7 +44,7 @@ def _no_checkpoints() -> list[CheckpointSpec]:
 class Family:
     name: str  # what `model:` in a profile says
     description: str
-    engine: str  # key into omnicli.engine.backends.ENGINES: "native" | "vllm-omni"
+    engine: str  # key into omnicli.engine.backends.ENGINES: "native" | "vllm-omni" | "onnx-reference"
     checkpoint_specs: Callable[[], list[CheckpointSpec]] = _no_checkpoints  # cheap; imports lazily
     load_adapter: str | None = (
         None  # "module:callable(*, seed, codec_dtype, model_path, codec_path, options) -> ModelAdapter"

@@ -11,7 +11,8 @@
 #   OMNI_DEVICE          cpu | cuda (default: cuda when nvidia-smi works)
 #   OMNI_TORCH_INDEX_URL where to find the CPU torch wheel when the plain
 #                        `pip install torch==2.13.0` cannot (ordinary machines)
-#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray,report,vllm-omni)
+#   OMNI_EXTRAS          pip extras to install (default dev,eval,models,neutts,ray,report,vllm-omni,
+#                        reference-voice)
 #   OMNI_VLLM_OMNI       1 (default): also install vLLM-Omni 0.32.0rc1 without its
 #                        dependencies (the qwen3-tts / moss-tts-local families)
 #   OMNI_REFERENCE       1 (default): also install the model families' reference
@@ -20,7 +21,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OMNI_VENV:-$repo/.venv}
-extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray,report,vllm-omni}
+extras=${OMNI_EXTRAS:-dev,eval,models,neutts,ray,report,vllm-omni,reference-voice}
 device=${OMNI_DEVICE:-}
 if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; else device=cpu; fi

@@ -21,7 +21,7 @@ from omnicli.engine.request import EngineError
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
-DEMO_WAV = demo_manifest_path().parent / "prompts" / "slt_birch.wav"
+DEMO_WAV = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
 REF_TEXT = "The birch canoe slid on the smooth planks."
 
 

@@ -14,7 +14,7 @@ from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
 
 runner = CliRunner()
-DEMO_WAV = demo_manifest_path().parent / "prompts" / "slt_birch.wav"
+DEMO_WAV = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_demo_set_default():
 
 
 def test_max_new_tokens_and_bad_reference(tmp_path):
-    src = demo_manifest_path().parent / "prompts" / "slt_birch.wav"
+    src = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
     shutil.copy(src, tmp_path / "good.wav")
     (tmp_path / "bad.wav").write_bytes(b"garbage")
     (tmp_path / "m.lst").write_text("a|ref|good.wav|Hello.\nb|ref|bad.wav|World.\n")

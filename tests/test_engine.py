@@ -13,7 +13,7 @@ from tests.conftest import DEMO_MANIFEST
 
 pytestmark = pytest.mark.engine
 
-REF_WAV = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+REF_WAV = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
 
 
 async def until(condition, timeout_s: float = 60.0) -> bool:
@@ -58,7 +58,7 @@ def test_streams_chunks_whose_sizes_follow_the_chunker(engine_harness):
 
 def test_reference_cache_turns_hot_for_the_same_audio_at_any_rate(engine_harness):
     engine = engine_harness.engine
-    ref, sr = sf.read(DEMO_MANIFEST.parent / "prompts" / "awb_well.wav", dtype="float32")
+    ref, sr = sf.read(DEMO_MANIFEST.parent / "prompts" / "heart_well.wav", dtype="float32")
     ref = ref * 0.7  # a reference no other test of the shared engine has used
     before = engine.stats()
     first = engine_harness.run(collect(engine, TTSRequest("ref-a", "One two.", ref, sr, seed=1)))
@@ -143,7 +143,7 @@ def test_cancelled_request_frees_its_slot(engine_harness):
 
 def test_concurrent_requests_with_a_new_reference_encode_it_once(engine_harness):
     engine = engine_harness.engine
-    ref, sr = sf.read(DEMO_MANIFEST.parent / "prompts" / "kal_chicken.wav", dtype="float32")
+    ref, sr = sf.read(DEMO_MANIFEST.parent / "prompts" / "heart_chicken.wav", dtype="float32")
     ref = ref * 0.5  # a reference no other test has used
 
     async def four():

@@ -15,7 +15,7 @@ from tests.test_reliability_engine import by_utt, make_manifest, synth
 
 pytestmark = pytest.mark.engine
 
-PROMPT = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+PROMPT = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
 
 pytestmark = pytest.mark.engine
 
-REF_WAV = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+REF_WAV = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
 # The ramp's last size (31) is larger than both other sizes, so it alone sets the headroom.
 RAMP = [2, 31, 6]
 STEADY = 9

@@ -70,7 +70,8 @@ def test_a_family_is_registered_once(registered):
 def test_registering_imports_neither_torch_nor_vllm():
     code = ("import sys; from omnicli.families import family_names, get_family; family_names(); get_family('orpheus');"
             "from omnicli.evaluation.asr import asr_backend_names; asr_backend_names();"
-            "heavy = [m for m in ('torch', 'vllm', 'vllm_omni', 'transformers') if m in sys.modules]; print(heavy)")
+            "heavy = ('torch', 'vllm', 'vllm_omni', 'transformers', 'hibari', 'onnxruntime');"
+            "print([m for m in heavy if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -27,7 +27,7 @@ from tests.conftest import DEMO_MANIFEST
 
 pytestmark = pytest.mark.engine
 
-PROMPT = DEMO_MANIFEST.parent / "prompts" / "slt_birch.wav"
+PROMPT = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
 
 
 def make_manifest(folder: Path, lines: list[str]) -> Path:

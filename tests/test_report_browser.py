@@ -1,10 +1,11 @@
 """`omni report` pages opened in a real browser (headless Debian chromium, driven by Playwright).
 
-Real runs make the pages: the demo set synthesized on the session's engine, scored by the
-bundled Whisper tiny.en, and a two-profile bench (both profiles run on the session's engine:
-the page only reads the files). One row has a known ASR error: its wav is the real flite
-recording of "The birch canoe slid on the smooth planks." and its manifest text says
-"rough", so the diff must mark rough -> smooth. Nothing is compared against pixels; the
+Real runs make the pages: the demo set spoken by the reference voice (`--profile hibari`:
+real speech), scored by the bundled Whisper tiny.en, and a two-profile bench (both profiles
+run on the session's engine: the page only reads the files). One row has a known ASR error:
+its wav is the reference voice's demo prompt saying "The juice of lemons makes fine punch."
+and its manifest text says "limes", so the diff must mark limes -> lemons. Another row's
+audio says a different sentence from its text: the one mis-recognition. Nothing is compared against pixels; the
 screenshots only show what the test saw.
 """
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.engine
 runner = CliRunner()
 SETS = [arg for s in TEST_PROFILE_SETS for arg in ("--set", s)]
 KNOWN = "known_error"
+WRONG = "wrong_text"  # audio of demo_001 ("The boy was there when the sun rose.") under another sentence
 
 
 @dataclass
@@ -48,15 +50,18 @@ class Runs:
 
 
 def known_error_manifest(tmp: Path, demo_manifest: Path, gen_dir: Path) -> Path:
-    """The demo manifest plus a row whose text differs from what its (real) audio says."""
+    """The demo manifest plus a row whose text differs by a word from what its (real) audio says, and one whose
+    text is another sentence."""
     prompts = demo_manifest.parent / "prompts"
-    shutil.copy(prompts / "slt_birch.wav", gen_dir / f"{KNOWN}.wav")
+    shutil.copy(prompts / "heart_juice.wav", gen_dir / f"{KNOWN}.wav")
+    shutil.copy(gen_dir / "demo_001.wav", gen_dir / f"{WRONG}.wav")
     manifest = tmp / "scored.lst"
     lines = demo_manifest.read_text().splitlines()
     lines.append(
-        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'awb_well.wav'}|The birch canoe slid on the "
-        "rough planks."
+        f"{KNOWN}|It is easy to tell the depth of a well.|{prompts / 'heart_well.wav'}|The juice of limes makes fine "
+        "punch."
     )
+    lines.append(f"{WRONG}|Glue the sheet.|{prompts / 'heart_glue.wav'}|The sky that morning was clear and blue.")
     manifest.write_text("\n".join(lines) + "\n")
     return manifest
 
@@ -71,22 +76,13 @@ def runs(engine_harness, tmp_path_factory) -> Runs:
     async def start(resolved):
         return SharedEngine(engine_harness)
 
+    needs.module("hibari", "hibari-tts is not installed (pip install 'omnicli[reference-voice]')")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Engine, "start", staticmethod(start))  # every engine start gets the session's engine
+        patch.setattr(Engine, "start", staticmethod(start))  # every native engine start gets the session's engine
         gen, synth_page = tmp / "gen", tmp / "synth-report.html"
-        result = runner.invoke(
-            app,
-            [
-                "synth",
-                str(demo / "meta.lst"),
-                "--out",
-                str(gen),
-                "--profile",
-                "cpu",
-                *SETS,
-                "--report",
-                str(synth_page),
-            ],
+        result = runner.invoke(  # the reference voice's own engine: speech whose transcripts mean something
+            app, ["synth", str(demo / "meta.lst"), "--out", str(gen), "--profile", "hibari", "--report",
+                  str(synth_page)]
         )
         assert result.exit_code == 0, result.output
         results, bench_page = tmp / "results", tmp / "bench.html"
@@ -202,7 +198,7 @@ class Page:
 def test_synth_and_eval_report_in_a_browser(runs, browser):
     scored = runs.scored
     known = scored[KNOWN]
-    assert "rough" in known["ref_norm"].split() and "smooth" in known["hyp_norm"].split(), known
+    assert "limes" in known["ref_norm"].split() and "lemons" in known["hyp_norm"].split(), known
     assert runs.synth_page.is_file()
     page_dir = runs.mail_page.parent
 
@@ -229,25 +225,25 @@ def test_synth_and_eval_report_in_a_browser(runs, browser):
         page.click("th[data-key=wer]")
         ascending = [float(v) for v in page.column(wer_col)]
         assert ascending == sorted(ascending)
-        assert page.visible_utts()[0] == KNOWN  # the one row the ASR got mostly right
+        assert page.visible_utts()[-1] == WRONG  # the one row whose audio says another sentence
         page.click("th[data-key=wer]")
         assert [float(v) for v in page.column(wer_col)] == sorted(ascending, reverse=True)
 
         # filters hide what they should
-        page.fill("#f-text", "birch canoe")
+        page.fill("#f-text", "juice of limes")
         assert page.visible_utts() == [KNOWN]
         page.fill("#f-text", "")
         page.fill("#f-wer-max", "60")
         assert sorted(page.visible_utts()) == sorted(u for u, r in scored.items() if r["wer"] * 100 <= 60)
         page.fill("#f-wer-max", "")
         page.click("#groups button[data-group=misrecognized]")
-        assert sorted(page.visible_utts()) == sorted(u for u, r in scored.items() if "asr_mismatch" in r["reasons"])
-        assert KNOWN not in page.visible_utts()
+        assert page.visible_utts() == [WRONG]
+        assert [u for u, r in scored.items() if "asr_mismatch" in r["reasons"]] == [WRONG]
         page.click("#groups button[data-group='']")
 
         # the diff marks the right words: the alignment the WER counted
         row = page.locator(f"#utt-table tbody tr[data-utt={KNOWN}]")
-        assert row.locator("span[data-op=s][data-ref=rough][data-hyp=smooth]").count() == 1
+        assert row.locator("span[data-op=s][data-ref=limes][data-hyp=lemons]").count() == 1
         marked = {op: row.locator(f"span[data-op={op}]").count() for op in "sdi"}
         assert marked == {"s": known["substitutions"], "d": known["deletions"], "i": known["insertions"]}
         assert (

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 ENGINES: dict[str, str] = {
     "native": "omnicli.engine.engine:Engine.start",
     "vllm-omni": "omnicli.vllm_omni.engine:OmniEngine.start",
+    "onnx-reference": "omnicli.reference_voice.engine:ReferenceEngine.start",  # hibari-tts: a reference voice
 }
 
 
