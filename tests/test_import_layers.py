@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"omnicli", "runtime", "errors", "atomic", "lazy", "audio", "model_files", "manifest", "datasets", "checkpoints"},
     {"profile", "families"},
     {"engine"},
-    {"synth", "driver", "evaluation", "vllm_omni", "retention", "parity", "environment"},
+    {"synth", "driver", "evaluation", "vllm_omni", "reference_voice", "retention", "parity", "environment"},
     {"benchmark"},
     {"report"},
     {"commands", "cli", "__main__"},
