@@ -26,7 +26,7 @@ from omnicli.benchmark.outputs import ReportPlan, report_passes
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EnginesPass, PassResult, ProfileRun
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt
 from omnicli.driver.pool import EngineFacts, EnginePool, EngineStartError, LocalPool, RoundResult
-from omnicli.errors import EngineFailure, UsageError
+from omnicli.errors import EXIT_ENGINE, EXIT_INTERRUPTED, EXIT_OUTPUT, EngineFailure, UsageError
 
 if TYPE_CHECKING:
     from omnicli.benchmark.audio_out import RoundOutputs
@@ -132,6 +132,17 @@ class BenchOutcome:
     engine_error: str | None = None  # a fleet's engine that stopped serving
     interrupted: bool = False
     fleet: bool = False  # --ray: the engines of a Ray cluster
+
+    @property
+    def exit_code(self) -> int:
+        """What the outcome means as an exit code (errors.py; README's table), first reason first."""
+        if self.outputs.error is not None:
+            return EXIT_OUTPUT
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if self.error is not None or self.engine_error is not None:
+            return EXIT_ENGINE
+        return self.code
 
 
 async def start_engine(resolved: ResolvedProfile) -> EngineLike:

@@ -32,7 +32,6 @@ from omnicli.commands.common import (
 )
 from omnicli.commands.interrupts import BenchInterrupts
 from omnicli.commands.report import ReportOption, check_report_option, report_after_run
-from omnicli.errors import EXIT_ENGINE, EXIT_INTERRUPTED, EXIT_OUTPUT
 from omnicli.runtime.console import VERBOSITY, CliConsole, err_console, note, set_verbosity
 
 
@@ -149,6 +148,12 @@ def bench(
 
 
 def _exit(outcome: BenchOutcome) -> None:
+    """Prints how the run ended, then exits with `outcome.exit_code`."""
+    _print_ending(outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _print_ending(outcome: BenchOutcome) -> None:
     outputs, done = outcome.outputs, len(outcome.results)
     if outputs.audio_dir is not None:
         err_console.print(f"{outputs.wavs_written} wav file(s) in {outputs.audio_dir}")
@@ -157,16 +162,14 @@ def _exit(outcome: BenchOutcome) -> None:
     if outputs.error is not None:
         err_console.print(f"[red]error:[/red] {outputs.error}; stopped, {done} completed pass(es) reported",
                           highlight=False)
-        raise typer.Exit(EXIT_OUTPUT)
+        return
     if outcome.interrupted:
         closed = "engines were" if outcome.fleet else "engine was"
         err_console.print(f"[yellow]interrupted[/yellow]: the {closed} closed; {done} completed pass(es) reported")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        return
     if outcome.error is not None:
         prefix = "error" if isinstance(outcome.error, EngineStartError) else "engine failed"
         err_console.print(f"[red]{prefix}:[/red] {escape(str(outcome.error))}")
-        raise typer.Exit(EXIT_ENGINE)
+        return
     if outcome.engine_error is not None:
         err_console.print(f"[red]engine failed:[/red] {escape(outcome.engine_error)}")
-        raise typer.Exit(EXIT_ENGINE)
-    raise typer.Exit(outcome.code)
