@@ -321,7 +321,7 @@ def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(
     manifest = make_manifest(tmp_path / "set", [f"h{i}|||Hanging {i}." for i in range(4)])
     out = tmp_path / "out"
     run = synth(engine_harness, manifest, out, concurrency=2)
-    assert "stopped responding" in run.engine_error and "stage_timeout_s=1" in run.engine_error
+    assert "stopped responding" in str(run.engine_error) and "stage_timeout_s=1" in str(run.engine_error)
     assert sorted(run.left_pending) == ["h0", "h1"]  # h2, h3 were never admitted
     assert read_jsonl(out / RESULTS) == []  # nothing recorded as failed: a resume retries all four
     assert [r.utt for r in plan_run(read_manifest(manifest), out).todo] == ["h0", "h1", "h2", "h3"]
