@@ -114,3 +114,14 @@ def fill_up(folder: Path, leave: int = 0) -> Path:
     if leave:
         os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Usage errors must be caught before any engine starts: `omni bench`'s engine start fails the test."""
+    import omnicli.benchmark.entrypoint as bench_entry
+
+    async def refuse(resolved):
+        raise AssertionError("the engine must not start on a usage error")
+
+    monkeypatch.setattr(bench_entry, "start_engine", refuse)

@@ -25,16 +25,6 @@ DEMO_WAV = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
 REF_TEXT = "The birch canoe slid on the smooth planks."
 
 
-@pytest.fixture
-def no_engine(monkeypatch):
-    """Usage errors must be caught before any engine starts."""
-
-    async def refuse(resolved):
-        raise AssertionError("the engine must not start on a usage error")
-
-    monkeypatch.setattr(bench_entry, "start_engine", refuse)
-
-
 def write_manifest(folder: Path, texts: list[str]) -> Path:
     shutil.copy(DEMO_WAV, folder / "ref.wav")
     lines = [f"utt_{i}|{REF_TEXT}|ref.wav|{t}" for i, t in enumerate(texts)]

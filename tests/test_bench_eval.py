@@ -9,20 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
 
 runner = CliRunner()
 DEMO_WAV = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
-
-
-@pytest.fixture
-def no_engine(monkeypatch):
-    async def refuse(resolved):
-        raise AssertionError("the engine must not start on a usage error")
-
-    monkeypatch.setattr(bench_entry, "start_engine", refuse)
 
 
 @pytest.mark.parametrize(

@@ -44,14 +44,6 @@ def fake_engine(monkeypatch):
     monkeypatch.setattr(bench_entry, "start_engine", start)
 
 
-@pytest.fixture
-def no_engine(monkeypatch):
-    async def refuse(resolved):
-        raise AssertionError("the engine must not start on a usage error")
-
-    monkeypatch.setattr(bench_entry, "start_engine", refuse)
-
-
 # -- item 9: --extra-body fields are typed before the engine starts ------------------------------
 
 
