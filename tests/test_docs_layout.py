@@ -46,3 +46,36 @@ def test_every_module_is_named_in_the_readme_layout_under_its_folder():
         if not re.search(rf"(?<![\w/]){re.escape(module.stem)}(\.py)?(?!\w)", text):
             missing.append(str(module))
     assert not missing, f"README's Layout does not name: {missing}"
+
+
+def _module_source(parts: list[str]) -> tuple[str, list[str]] | None:
+    """The source of the longest omnicli module prefix of `parts`, and the names after it."""
+    for n in range(len(parts), 0, -1):
+        base = PACKAGE.joinpath(*parts[:n])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate.read_text(), parts[n:]
+    return None
+
+
+def test_every_module_and_name_the_architecture_page_cites_exists():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir()} | {p.stem for p in PACKAGE.glob("*.py")}
+    wrong = []
+    for ref in sorted(set(re.findall(r"`([a-z_]+(?:[./][A-Za-z_]+)+)`", text))):
+        if ref.endswith(".py"):
+            path = ref.removeprefix("omnicli/")
+            if "/" in path and not (PACKAGE / path).is_file() and not (REPO / path).is_file():
+                wrong.append(ref)
+            continue
+        parts = re.split(r"[./]", ref.removeprefix("omnicli/"))
+        if parts[0] not in packages:
+            continue  # not a reference into the package (a file name, an attribute of an object)
+        found = _module_source(parts)
+        if found is None:
+            wrong.append(ref)
+            continue
+        source, names = found
+        if names and not re.search(rf"\b{re.escape(names[0])}\b", source):
+            wrong.append(ref)
+    assert not wrong, f"docs/architecture.md cites what the code does not have: {wrong}"
