@@ -8,7 +8,8 @@
 vLLM-Omni runs each stage (talker with its code predictor; Code2Wav) as an
 engine-core process behind an orchestrator thread; our profile becomes a
 deploy overlay (overlay.py) on the packaged deploy config. Requests are built
-as vLLM-Omni's server builds them (requests.py), off the event loop. In
+as vLLM-Omni's server builds them (the family's builder, named by its
+OmniFamilySpec in spec.py), off the event loop. In
 flight requests are capped at the stages' `max_num_seqs` here: vLLM-Omni
 admits every request at once (unbounded waiting queues, each one prewarmed
 into the codec stage). A fatal stage error, or a stage process that is gone,
