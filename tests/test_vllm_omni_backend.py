@@ -168,6 +168,8 @@ def test_verify_matches_vllm_omnis_serving_adapter_for_each_task_type(tiny_check
     }[kind]
     for case in want:
         assert f"{case}: placeholder prompt length" in names and f"{case}: stage-0 sampling" in names
+    assert names[:2] == ["stage-0 default sampling (our overlay vs the server's deploy file)",
+                         "codec budgets per task (talker additional_config)"]
     if kind == "base":
         assert [c.name for c in by_status["skipped"]] == ["Base with a max_new_tokens cap: a length finish"]
         assert "16 kHz reference resampled to 24 kHz" in names
@@ -181,7 +183,56 @@ def test_verify_command_prints_each_check_with_its_figure(tiny_checkpoints):
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "OK CustomVoice voice ryan: placeholder prompt length: " in text and "8 ok, 0 mismatched, 0 skipped" in text
+    assert "OK CustomVoice voice ryan: placeholder prompt length: " in text and "10 ok, 0 mismatched, 0 skipped" in text
+
+
+def test_verify_fails_where_our_side_differs_from_the_servers_deploy_file(tiny_checkpoints, tmp_path, monkeypatch):
+    """No check passes by construction: a deploy file whose stage 0 sets a temperature, a seed and its
+    own codec budgets, with our budgets replaced by vLLM-Omni's defaults (a hard-coded table would be)."""
+    import yaml
+    from vllm_omni.entrypoints.openai.tts_adapters.qwen3_tts import load_codec_budgets
+
+    from omnicli.parity.qwen3_tts import run
+    from omnicli.profile.deploy_files import deploy_path
+    from omnicli.vllm_omni import requests
+
+    deploy = tmp_path / "deploy.yaml"
+    deploy.write_text(yaml.safe_dump({"base_config": str(deploy_path("qwen3_tts.yaml")), "stages": [{
+        "stage_id": 0, "default_sampling_params": {"temperature": 0.5, "seed": 11},
+        "additional_config": {"codec_budget_frames_per_text_token": {"Base": 2}, "codec_budget_min_frames": 77}}]}))
+    monkeypatch.setattr(requests, "codec_budgets", lambda _stages: load_codec_budgets(None))
+    checks = {c.name: c for c in run(tiny_checkpoints["base"], deploy_config=deploy)}
+    defaults = checks["stage-0 default sampling (our overlay vs the server's deploy file)"]
+    # the preset's temperature is written over the deploy file's; the seed it does not map is inherited
+    assert defaults.status == "mismatch" and "temperature=0.9 vs 0.5" in defaults.figure, defaults
+    assert "seed=11 vs 11" in defaults.figure
+    budgets = checks["codec budgets per task (talker additional_config)"]
+    assert budgets.status == "mismatch" and "Base: 12/tok, min 192 vs adapter 2/tok, min 77" in budgets.figure
+    assert "CustomVoice: 40/tok, min 400 vs adapter 40/tok, min 77" in budgets.figure
+    sampling = checks["Base x-vector only (no transcript): stage-0 sampling"]
+    assert sampling.status == "mismatch" and "tts_local_seed=11 vs 11" in sampling.figure, sampling
+    assert "max_tokens=77 vs 77" not in sampling.figure and "max_tokens=" in sampling.figure
+
+
+def test_the_codec_budgets_are_the_talker_stages_and_each_family_has_one_spec():
+    pytest.importorskip("vllm_omni")
+    from types import SimpleNamespace
+
+    from omnicli.families import family_names, get_family
+    from omnicli.vllm_omni.requests import codec_budgets
+    from omnicli.vllm_omni.spec import OMNI_FAMILIES, omni_family
+
+    def stage(stage_id: int, config: dict) -> SimpleNamespace:
+        return SimpleNamespace(stage_id=stage_id, runtime_config=SimpleNamespace(additional_config=config))
+
+    budgets = codec_budgets([stage(1, {"codec_budget_min_frames": 5}),
+                             stage(0, {"codec_budget_min_frames": {"VoiceDesign": 33}})])
+    assert (budgets["VoiceDesign"].min_frames, budgets["Base"].min_frames) == (33, 192)
+    assert codec_budgets([])["CustomVoice"].frames_per_text_token == 40.0  # no stage: vLLM-Omni's defaults
+    omni = sorted(name for name in family_names() if get_family(name).engine == "vllm-omni")
+    assert omni == sorted(OMNI_FAMILIES)
+    with pytest.raises(ValueError, match="not a vLLM-Omni family"):
+        omni_family("orpheus")
 
 
 def test_a_request_the_checkpoint_cannot_serve_is_refused_before_it_reaches_vllm_omni(tiny_checkpoints):

@@ -236,11 +236,13 @@ def test_a_moss_folder_with_auto_map_passes_the_checkpoint_check_only_with_conse
 
 
 def test_a_moss_request_that_ends_by_length_keeps_its_audio_and_one_without_audio_fails():
-    from omnicli.vllm_omni.requests import BuiltRequest, length_finish_error, no_audio_error
+    from omnicli.vllm_omni.requests import BuiltRequest, length_finish_error
+    from omnicli.vllm_omni.spec import MOSS_TTS_LOCAL, QWEN3_TTS
 
     moss = BuiltRequest(prompt={}, sampling_params_list=[], task_type="generation", max_tokens=None,
-                        explicit_cap=False, extra={"family": "moss-tts-local"})
-    assert length_finish_error(moss, 4096) is None  # the adapter has no length rule for MOSS
-    assert no_audio_error(moss, 0) == "MOSS-TTS Local produced no audio output" and no_audio_error(moss, 1) is None
+                        explicit_cap=False)
+    assert length_finish_error(MOSS_TTS_LOCAL, moss, 4096) is None  # the adapter has no length rule for MOSS
+    assert MOSS_TTS_LOCAL.no_audio_error == "MOSS-TTS Local produced no audio output"
     qwen = BuiltRequest(prompt={}, sampling_params_list=[], task_type="Base", max_tokens=16, explicit_cap=False)
-    assert "did not emit codec EOS" in (length_finish_error(qwen, 16) or "") and no_audio_error(qwen, 0) is None
+    assert "did not emit codec EOS" in (length_finish_error(QWEN3_TTS, qwen, 16) or "")
+    assert QWEN3_TTS.no_audio_error is None

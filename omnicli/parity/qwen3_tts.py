@@ -1,24 +1,33 @@
-"""`omni models verify qwen3-tts`: our requests against vLLM-Omni's own serving adapter, on the same inputs.
+"""`omni models verify qwen3-tts`: our requests against vLLM-Omni's own server code, on the same inputs.
 
 vLLM-Omni's server turns an OpenAI speech request into an engine request in
-its Qwen3-TTS adapter (`tts_adapters/qwen3_tts.py`: `build`,
-`apply_sampling_overrides`, `validate_generation`). We run that adapter
-in-process behind a minimal stand-in for the server object it reads (no HTTP,
-no engine: the checkpoint's config and tokenizer are all it needs) and
-compare, per task type the checkpoint serves, what it builds with what
-`omnicli.vllm_omni.requests` builds: the placeholder prompt length, every
+`OmniOpenAIServingSpeech._prepare_speech_generation`: its Qwen3-TTS adapter
+(`tts_adapters/qwen3_tts.py`: `build`, `apply_sampling_overrides`) and then
+the server's own seed step. We run that method in-process on a stand-in for
+the server object (no HTTP, no engine: the checkpoint's config and tokenizer
+and the resolved stage configs are all it reads) and compare, per task type
+the checkpoint serves, what it hands to the engine with what our engine's
+request builder builds: the placeholder prompt length, every
 `additional_information` value, the reference samples, the stage-0 sampling
 (budget, minimum, seed and the code predictor's seed) and the rule for a
 talker that ends by length.
+
+Both sides read a deploy config, resolved by vLLM-Omni's own config loader
+for this checkpoint: the server the deploy file itself (the packaged
+qwen3_tts.yaml, or `deploy_config`), our side the overlay omni's qwen3-tts
+preset makes of it, as the engine does. Nothing compared is a copy: the
+stage-0 defaults come from each side's resolved stage 0, the codec budgets
+from the talker stage's `additional_config` (the adapter reads the stage the
+server found; we read the overlay's), the seed step is the server's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import io
 import math
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,25 +39,32 @@ from omnicli.parity.checks import Check, verdict
 
 TEXT = "Hello there, how are you today?"
 REF_TEXT = "The birch canoe slid on the smooth planks."
-# The packaged deploy/qwen3_tts.yaml's stage-0 defaults (what a server and our engine start from), plus a seed.
-STAGE0_DEFAULTS: dict[str, Any] = {
-    "temperature": 0.9, "top_k": 50, "max_tokens": 4096, "min_tokens": 2, "repetition_penalty": 1.05,
-}
+PRESET = "qwen3-tts"  # the profile whose overlay our side resolves (the engine's default for this family)
 
 
-class _Server:
-    """What the adapter reads from vLLM-Omni's speech server, for one checkpoint."""
+class _ServerState:
+    """The attributes vLLM-Omni's speech server reads on the path compared, for one checkpoint.
+
+    The methods that decide what the engine gets (request preparation, the TTS stage lookup, the
+    model type) are the server's own, borrowed by `_server_type`; the rest answers as a server with
+    no uploaded voices and no request log would."""
 
     def __init__(self, engine_client, tokenizer, waveforms: dict[str, tuple[np.ndarray, int]]):
         self.engine_client = engine_client
+        self.model_config = SimpleNamespace(async_chunk=True)  # only the outputs' kind depends on it: not compared
         self.uploaded_speakers: dict = {}
+        self.uploaded_speakers_dir = None
+        self.request_logger = None
+        self._speech_output_policies: dict = {}
         self._tts_tokenizer = None  # the adapter loads it, as the server does
         self._tts_executor = None
-        self._tts_stage = None
         self._max_instructions_length = 4096
         self._tokenizer = tokenizer
         self.adapter: Any = None  # set once the adapter over this server exists
         self._waveforms = waveforms
+
+    def _get_tts_adapter(self):
+        return self.adapter
 
     def _count_usage_text_tokens(self, text: str) -> int:
         tok = self._tts_tokenizer or self._tokenizer
@@ -71,14 +87,60 @@ class _Server:
         return None
 
 
-def _adapter(ckpt: Path, tokenizer, waveforms):
+def _server_type() -> type:
+    from vllm_omni.entrypoints.openai.serving_speech import OmniOpenAIServingSpeech as Real
+
+    borrowed = ("_prepare_speech_generation", "_find_tts_stage", "_detect_tts_model_type",
+                "_validate_speech_sample_rate", "_log_request", "_refresh_uploaded_speakers")
+    return type("_Server", (_ServerState,), {name: getattr(Real, name) for name in borrowed})
+
+
+class _Captured:
+    """The engine client's `generate`, kept: what the server would submit."""
+
+    def __init__(self) -> None:
+        self.prompt: dict = {}
+        self.sampling_params_list: list = []
+
+    def generate(self, *, prompt, sampling_params_list, **_ignored):
+        self.prompt, self.sampling_params_list = prompt, sampling_params_list
+
+
+def resolve_stages(ckpt: Path, deploy: Path) -> list:
+    """The stage configs vLLM-Omni resolves for `ckpt` under the deploy file `deploy` (as AsyncOmni does)."""
+    from vllm_omni.engine.omni_engine_base import load_and_resolve_stage_configs
+
+    resolution = load_and_resolve_stage_configs(str(ckpt), {}, trust_remote_code=False,
+                                                deploy_config_path=str(deploy), stage_overrides=None,
+                                                strategy_config_path=None)
+    return list(resolution.stage_configs)
+
+
+def stage_defaults(stages: list) -> list:
+    """Each stage's default sampling params, made as vLLM-Omni's stage runtime makes them."""
+    from vllm_omni.config.omni_config import BaseVllmOmniStageConfig
+    from vllm_omni.engine.stage_init_utils import (
+        extract_legacy_stage_metadata,
+        extract_stage_metadata_from_omni_stage_config,
+    )
+
+    return [(extract_stage_metadata_from_omni_stage_config(s) if isinstance(s, BaseVllmOmniStageConfig)
+             else extract_legacy_stage_metadata(s)).default_sampling_params for s in stages]
+
+
+def _adapter(ckpt: Path, tokenizer, waveforms, stages: list, defaults: list):
+    """vLLM-Omni's Qwen3-TTS adapter over a stand-in server whose engine runs `stages`."""
     from vllm_omni.entrypoints.openai.tts_adapters.base import TTSCapabilities
     from vllm_omni.entrypoints.openai.tts_adapters.qwen3_tts import Qwen3TTSAdapter
     from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
 
     hf_config = Qwen3TTSConfig.from_pretrained(str(ckpt))
-    engine_client = SimpleNamespace(model_config=SimpleNamespace(hf_config=hf_config, model=str(ckpt)))
-    server = _Server(engine_client, tokenizer, waveforms)
+    engine_client = SimpleNamespace(model_config=SimpleNamespace(hf_config=hf_config, model=str(ckpt)),
+                                    stage_configs=stages, default_sampling_params_list=defaults,
+                                    errored=False, generate=_Captured().generate)
+    server = _server_type()(engine_client, tokenizer, waveforms)
+    server._tts_stage = server._find_tts_stage()  # the stage whose additional_config the adapter reads
+    server._tts_model_type = server._detect_tts_model_type()
     adapter = Qwen3TTSAdapter(SimpleNamespace(server=server, engine_client=engine_client))
     server.adapter = adapter
     talker = hf_config.talker_config
@@ -90,7 +152,15 @@ def _adapter(ckpt: Path, tokenizer, waveforms):
         codec_frame_rate=12.5,
         default_speaker=speakers[0].lower() if speakers else None,
     )
-    return adapter
+    return adapter, server
+
+
+async def _served(server, oai, has_ref: bool) -> tuple[dict, list]:
+    """What the server hands to its engine for `oai`: (prompt, per-stage sampling params)."""
+    captured = _Captured()
+    server.engine_client.generate = captured.generate
+    await server._prepare_speech_generation(oai, request_id="verify", has_inline_ref_audio=has_ref)
+    return captured.prompt, captured.sampling_params_list
 
 
 def _wav_bytes(wav: np.ndarray, sr: int) -> str:
@@ -152,18 +222,6 @@ def _ref_samples(info: dict) -> np.ndarray | None:
     return np.asarray(payload, dtype=np.float32)
 
 
-def _server_sampling(adapter, sp_list: list, request, prompt: dict) -> list:
-    """What the server does to the stage-0 params: the adapter's overrides, then an explicit request seed."""
-    out = adapter.apply_sampling_overrides(sp_list, request, prompt)
-    if request.seed is not None:
-        out = copy.deepcopy(out)
-        out[0].seed = request.seed
-        if out[0].extra_args is None:
-            out[0].extra_args = {}
-        out[0].extra_args["tts_local_seed"] = request.seed
-    return out
-
-
 def _sampling_figures(sp) -> dict:
     return {
         "max_tokens": sp.max_tokens,
@@ -175,46 +233,90 @@ def _sampling_figures(sp) -> dict:
     }
 
 
-def run(checkpoint: Path, *, seed: int = 0) -> list[Check]:
-    """One Check per compared figure and case; `seed` draws the reference waveform."""
+def _our_overlay(ckpt: Path, base: Path | None, folder: Path) -> Path:
+    """The deploy overlay the engine writes for the preset (over `base`, else the family's packaged file)."""
+    from omnicli.profile import load_profile
+    from omnicli.vllm_omni.overlay import build_overlay, write_overlay
+
+    overrides = [f"vllm_omni.base_deploy_config={base}"] if base is not None else []
+    return write_overlay(build_overlay(load_profile(PRESET, overrides=overrides, platform="cpu"), ckpt), folder)
+
+
+def run(checkpoint: Path, *, seed: int = 0, deploy_config: Path | None = None) -> list[Check]:
+    """One Check per compared figure and case; `seed` draws the reference waveform.
+
+    `deploy_config`: the deploy file the server runs (and our overlay inherits); the packaged one by default."""
     from omnicli.vllm_omni.shims import install_import_shims
 
     install_import_shims()
-    from vllm import SamplingParams
     from vllm_omni.entrypoints.openai.protocol.audio import OpenAICreateSpeechRequest
+    from vllm_omni.entrypoints.utils import coerce_param_message_types
 
-    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE, Qwen3Checkpoint, Qwen3RequestBuilder, load_tokenizer
+    from omnicli.profile.deploy_files import deploy_path
+    from omnicli.vllm_omni.requests import REF_SAMPLE_RATE, Qwen3Checkpoint, load_tokenizer
+    from omnicli.vllm_omni.spec import QWEN3_TTS
 
     ckpt = Qwen3Checkpoint.read(Path(checkpoint))
+    served_deploy = Path(deploy_config) if deploy_config is not None else deploy_path(QWEN3_TTS.deploy_yaml)
+    served_stages = resolve_stages(ckpt.path, served_deploy)
+    with tempfile.TemporaryDirectory(prefix="omni-verify-") as folder:
+        our_stages = resolve_stages(ckpt.path, _our_overlay(ckpt.path, deploy_config, Path(folder)))
+    served_defaults, our_defaults = stage_defaults(served_stages), stage_defaults(our_stages)
     tokenizer = load_tokenizer(ckpt.path)
     rng = np.random.default_rng(seed)
     # At 24 kHz: no resampling on either side.
     wav = (0.1 * rng.standard_normal(int(1.3 * REF_SAMPLE_RATE))).astype(np.float32)
     cases = _cases(ckpt.task_type, ckpt.speakers, wav, REF_SAMPLE_RATE)
     waveforms = {c[1]["ref_audio"]: (wav, REF_SAMPLE_RATE) for c in cases if "ref_audio" in c[1]}
-    adapter = _adapter(ckpt.path, tokenizer, waveforms)
-    defaults = [SamplingParams(**STAGE0_DEFAULTS), SamplingParams(temperature=0.0, max_tokens=65536)]
-    ours = Qwen3RequestBuilder(ckpt, tokenizer, defaults)
-    checks: list[Check] = []
+    adapter, server = _adapter(ckpt.path, tokenizer, waveforms, served_stages, served_defaults)
+    # the engine's builder, made as the engine makes it (its defaults are DELTA outputs, as it streams)
+    ours = QWEN3_TTS.make_builder(ckpt.path, None, coerce_param_message_types(list(our_defaults), True), None,
+                                  our_stages)
+    checks: list[Check] = [_check_defaults(served_defaults[0], our_defaults[0], served_deploy),
+                           _check_budgets(adapter.codec_budgets, ours.budgets)]
     for name, fields, request in cases:
         oai = OpenAICreateSpeechRequest(input=TEXT, **fields)
-        problem = adapter.validate(oai)
-        if problem:
-            checks.append(Check(f"{name}: the adapter accepts it", "mismatch", problem))
+        try:
+            prompt, sp_list = asyncio.run(_served(server, oai, "ref_audio" in fields))
+        except ValueError as exc:  # the server's answer to a request it refuses (HTTP 400)
+            checks.append(Check(f"{name}: the server accepts it", "mismatch", str(exc)))
             continue
-        theirs = asyncio.run(adapter.build(oai, copy.deepcopy(defaults), has_inline_ref_audio="ref_audio" in fields))
         built = ours.build(request)
-        t_sp = _server_sampling(adapter, copy.deepcopy(defaults), oai, theirs.prompt)
         checks += [
-            _check_prompt_length(name, theirs.prompt, built.prompt),
-            _check_information(name, theirs.prompt, built.prompt),
-            *_check_reference(name, theirs.prompt, built.prompt),
-            _check_sampling(name, t_sp[0], built.sampling_params_list[0]),
-            _check_length_finish(name, adapter, theirs.prompt, built),
+            _check_prompt_length(name, prompt, built.prompt),
+            _check_information(name, prompt, built.prompt),
+            *_check_reference(name, prompt, built.prompt),
+            _check_sampling(name, sp_list[0], built.sampling_params_list[0]),
+            _check_length_finish(name, adapter, prompt, built),
         ]
     if ckpt.task_type == "Base":
         checks.append(_check_resampling(ours, adapter, rng))
     return checks
+
+
+def _defaults_figures(sp) -> dict:
+    return {k: getattr(sp, k) for k in ("temperature", "top_k", "top_p", "repetition_penalty", "max_tokens",
+                                        "min_tokens", "seed", "stop_token_ids")}
+
+
+def _check_defaults(served: Any, ours: Any, deploy: Path) -> Check:
+    """Stage 0's defaults: the server's (its deploy file) against the engine's (the preset's overlay of it)."""
+    t_fig, o_fig = _defaults_figures(served), _defaults_figures(ours)
+    differ = [k for k in t_fig if t_fig[k] != o_fig[k]]
+    return Check("stage-0 default sampling (our overlay vs the server's deploy file)", verdict(not differ),
+                 ", ".join(f"{k}={o_fig[k]} vs {t_fig[k]}" for k in t_fig),
+                 f"{deploy.name}; differ: {', '.join(differ)}" if differ else deploy.name)
+
+
+def _check_budgets(theirs: dict, ours: dict) -> Check:
+    """The per-task codec budgets: the adapter's (from the server's talker stage) against the engine's."""
+    def text(budgets: dict) -> dict:
+        return {task: f"{b.frames_per_text_token:g}/tok, min {b.min_frames}" for task, b in sorted(budgets.items())}
+
+    t_fig, o_fig = text(theirs), text(ours)
+    return Check("codec budgets per task (talker additional_config)", verdict(t_fig == o_fig),
+                 "; ".join(f"{task}: {o_fig.get(task)} vs adapter {t_fig.get(task)}" for task in sorted(set(t_fig)
+                                                                                                    | set(o_fig))))
 
 
 def _check_prompt_length(name: str, theirs: dict, ours: dict) -> Check:
@@ -248,8 +350,8 @@ def _check_reference(name: str, theirs: dict, ours: dict) -> list[Check]:
 
 def _check_sampling(name: str, theirs: Any, ours: Any) -> Check:
     t_fig, o_fig = _sampling_figures(theirs), _sampling_figures(ours)
-    return Check(f"{name}: stage-0 sampling", verdict(t_fig == o_fig), ", ".join(f"{k}={v}" for k, v in o_fig.items()),
-                 "" if t_fig == o_fig else f"adapter: {t_fig}")
+    return Check(f"{name}: stage-0 sampling", verdict(t_fig == o_fig),
+                 ", ".join(f"{k}={o_fig[k]} vs {t_fig[k]}" for k in o_fig))
 
 
 def _check_length_finish(name: str, adapter: Any, theirs: dict, built: Any) -> Check:
@@ -257,6 +359,7 @@ def _check_length_finish(name: str, adapter: Any, theirs: dict, built: Any) -> C
     from vllm_omni.entrypoints.openai.tts_adapters.base import TTSGenerationError
 
     from omnicli.vllm_omni.requests import length_finish_error
+    from omnicli.vllm_omni.spec import QWEN3_TTS
 
     try:
         adapter.validate_generation(theirs["additional_information"], stage0_finish_reason="length",
@@ -264,7 +367,7 @@ def _check_length_finish(name: str, adapter: Any, theirs: dict, built: Any) -> C
         theirs_rejects = False
     except TTSGenerationError:
         theirs_rejects = True
-    ours_rejects = length_finish_error(built, built.max_tokens or 0) is not None
+    ours_rejects = length_finish_error(QWEN3_TTS, built, built.max_tokens or 0) is not None
     if built.explicit_cap and theirs_rejects and not ours_rejects:
         return Check(f"{name}: a length finish", "skipped", "adapter: incomplete (error); ours: kept, hit_cap",
                      "by design: an offline max_new_tokens is a cap the user chose (docs/vllm-omni.md)")

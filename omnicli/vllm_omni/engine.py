@@ -8,7 +8,8 @@
 vLLM-Omni runs each stage (talker with its code predictor; Code2Wav) as an
 engine-core process behind an orchestrator thread; our profile becomes a
 deploy overlay (overlay.py) on the packaged deploy config. Requests are built
-as vLLM-Omni's server builds them (requests.py), off the event loop. In
+as vLLM-Omni's server builds them (the family's builder, named by its
+OmniFamilySpec in spec.py), off the event loop. In
 flight requests are capped at the stages' `max_num_seqs` here: vLLM-Omni
 admits every request at once (unbounded waiting queues, each one prewarmed
 into the codec stage). A fatal stage error, or a stage process that is gone,
@@ -51,12 +52,12 @@ from omnicli.runtime.quiet import quiet_vllm
 from omnicli.runtime.run_folder import RunFolder
 from omnicli.runtime.signals import interrupts_blocked_for_children
 from omnicli.vllm_omni import stage_metrics
+from omnicli.vllm_omni.spec import OmniFamilySpec, omni_family
 
 log = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.5
 STAGE_START_TIMEOUT_S = 900  # engine start on a loaded 2-core machine takes minutes
-FAMILY_OUTPUT = {"qwen3-tts": (24000, 1), "moss-tts-local": (48000, 2)}  # sample rate, channels
 
 
 def _import_async_omni():
@@ -131,7 +132,8 @@ class OmniEngine:
         self.profile = profile
         self.model_name = profile.model
         self.device = resolved.platform
-        self.sample_rate, self.channels = FAMILY_OUTPUT[profile.model]
+        self.spec: OmniFamilySpec = omni_family(profile.model)
+        self.sample_rate, self.channels = self.spec.sample_rate, self.spec.channels
         self.startup_seconds = 0.0
         self.overlay = overlay
         self.overlay_path = overlay_path
@@ -157,16 +159,17 @@ class OmniEngine:
         """Starts every stage of the family's pipeline; on failure nothing is left running."""
         from omnicli.vllm_omni.checkpoints import locate_checkpoint, locate_codec
         from omnicli.vllm_omni.overlay import build_overlay, write_overlay
-        from omnicli.vllm_omni.requests import check_startable
 
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         profile = resolved.profile
-        if profile.model not in FAMILY_OUTPUT:
-            raise EngineError(f"model {profile.model!r} is not a vLLM-Omni family ({', '.join(FAMILY_OUTPUT)})")
+        try:
+            spec = omni_family(profile.model)
+        except ValueError as exc:
+            raise EngineError(f"model {profile.model!r}: {exc}") from None
         ckpt = locate_checkpoint(profile.model, profile.model_path)
         codec = locate_codec(profile.model, profile.codec_path)
-        check_startable(profile.model, ckpt, profile.model_options)  # before any stage starts
+        spec.check_startable(ckpt, profile.model_options)  # before any stage starts
         AsyncOmni = _import_async_omni()
         overlay = build_overlay(resolved, ckpt, codec)
         for key, reason in overlay.ignored:
@@ -183,7 +186,8 @@ class OmniEngine:
         try:
             with _ipc_sockets_in(workdir.path):  # vLLM reads it as it names each socket; stages inherit it
                 omni = await loop.run_in_executor(pool, _start_pipeline, AsyncOmni, ckpt, overlay, overlay_path)
-            builder = await loop.run_in_executor(pool, _make_builder, profile, ckpt, codec, _delta_defaults(omni))
+            builder = await loop.run_in_executor(pool, spec.make_builder, ckpt, codec, _delta_defaults(omni),
+                                                 profile.model_options, list(omni.stage_configs))
         except BaseException as exc:
             await loop.run_in_executor(None, _stop, omni, before, guard, None, workdir)
             pool.shutdown(wait=False)
@@ -234,7 +238,7 @@ class OmniEngine:
     # -- requests --------------------------------------------------------------
     async def generate(self, request: TTSRequest) -> AsyncIterator[AudioChunk]:
         """Streams one request's audio; raises RequestFailed (this request) or EngineDead (all of them)."""
-        from omnicli.vllm_omni.requests import RequestInvalid, length_finish_error, no_audio_error
+        from omnicli.vllm_omni.requests import RequestInvalid, length_finish_error
 
         if self._dead is not None:
             raise EngineDead(self._dead)
@@ -281,11 +285,11 @@ class OmniEngine:
         figures = stage_metrics.from_output(final)
         stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate, handed_at)
         self._totals.add(figures, info.codec_frames)
-        if (problem := no_audio_error(built, stream.samples)) is not None:
-            raise RequestFailed(request.request_id, problem, info)
+        if stream.samples == 0 and self.spec.no_audio_error is not None:
+            raise RequestFailed(request.request_id, self.spec.no_audio_error, info)
         if info.finish_reason == "length":
             info.hit_cap = built.explicit_cap
-            if (problem := length_finish_error(built, info.talker_tokens)) is not None:
+            if (problem := length_finish_error(self.spec, built, info.talker_tokens)) is not None:
                 raise RequestFailed(request.request_id, problem, info)
         yield AudioChunk(pcm, True, time.perf_counter(), info)
 
@@ -385,12 +389,6 @@ def _start_pipeline(AsyncOmni, ckpt: Path, overlay, overlay_path: Path):
             log_stats=False,
             parallel_stage_init=True,
         )
-
-
-def _make_builder(profile: Any, ckpt: Path, codec: Path | None, defaults: list) -> Any:
-    from omnicli.vllm_omni.requests import request_builder
-
-    return request_builder(profile.model, ckpt, defaults, profile.model_options, codec)
 
 
 def _fail_all(omni, reason: str) -> None:

@@ -3,13 +3,16 @@
 Importing this module imports neither vLLM-Omni nor torch: the engine, the
 tiny builder and the parity checks are `"module:callable"` strings. Without
 vLLM-Omni installed the families are still listed; choosing one is a usage
-error naming the install command (`requires` / `install_hint`).
+error naming the install command (`requires` / `install_hint`). What the
+engine, the overlay and the request code choose per family is the family's
+`OmniFamilySpec` (spec.py), registered under the same name.
 """
 
 from __future__ import annotations
 
 from omnicli.families import Family, register_family
 from omnicli.vllm_omni import INSTALL_HINT
+from omnicli.vllm_omni.spec import MOSS_TTS_LOCAL, QWEN3_TTS
 
 
 def _qwen3_specs():
@@ -26,7 +29,7 @@ def _moss_specs():
 
 register_family(
     Family(
-        name="qwen3-tts",
+        name=QWEN3_TTS.name,
         description="Qwen3-TTS 12 Hz (talker + code predictor, then Code2Wav; 24 kHz mono) through vLLM-Omni: "
         "Base clones a reference, CustomVoice speaks named voices, VoiceDesign follows an instruction; needs its "
         "checkpoint on disk",
@@ -41,7 +44,7 @@ register_family(
 )
 register_family(
     Family(
-        name="moss-tts-local",
+        name=MOSS_TTS_LOCAL.name,
         description="MOSS-TTS-Local-Transformer v1.5 (local transformer talker, then its codec; 48 kHz stereo) "
         "through vLLM-Omni: continuation of a reference with its text, or generation without one; needs its "
         "checkpoint (with remote code) on disk",

@@ -31,7 +31,7 @@ checkpoint or processor code was available here (docs/vllm-omni.md).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -196,13 +196,15 @@ class MossRequestBuilder:
             max_tokens=getattr(params[0], "max_tokens", None),
             explicit_cap=request.max_new_tokens is not None,
             ref_frames=int(codes.shape[0]),
-            extra={"family": "moss-tts-local"},
         )
 
 
 def moss_builder(ckpt: Path, codec: Path | None, defaults: list, options: Mapping[str, Any] | None,
+                 stage_configs: Sequence[Any] = (), *,
                  loader: ProcessorLoader = load_checkpoint_processor) -> MossRequestBuilder:
-    """The request builder for a MOSS checkpoint: consent first, then the folder's own processor."""
+    """The request builder for a MOSS checkpoint (its spec's `request_builder`): consent first, then the
+    folder's own processor. `stage_configs` are not read: MOSS's requests take nothing from them."""
+    del stage_configs
     check_trusted(ckpt, options)
     if not (ckpt / PROCESSOR_FILE).is_file():
         raise RequestInvalid(f"{ckpt}: no {PROCESSOR_FILE} (the checkpoint's processor) in the folder")

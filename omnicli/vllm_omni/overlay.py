@@ -40,9 +40,9 @@ from omnicli.profile.deploy_files import (  # noqa: F401 (packaged_deploy_dir, r
 )
 from omnicli.profile.resolved import ResolvedProfile, canonical_json
 from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
+from omnicli.vllm_omni.spec import OmniFamilySpec, omni_family
 
 OVERLAY_NAME = "deploy_overlay.yaml"
-DEFAULT_DEPLOY = {"qwen3-tts": "qwen3_tts.yaml", "moss-tts-local": "moss_tts_local.yaml"}
 TALKER, CODEC = 0, 1  # stage ids in both pipelines
 GIB = 1 << 30
 
@@ -77,7 +77,8 @@ class DeployOverlay:
 
 def base_deploy_path(resolved: ResolvedProfile) -> Path:
     """The deploy file the overlay inherits: the profile's `vllm_omni.base_deploy_config`, else the family's."""
-    return deploy_path(resolved.profile.vllm_omni.base_deploy_config or DEFAULT_DEPLOY[resolved.profile.model])
+    p = resolved.profile
+    return deploy_path(p.vllm_omni.base_deploy_config or omni_family(p.model).deploy_yaml)
 
 
 def _connector_name(base: dict) -> str:
@@ -108,14 +109,13 @@ def build_overlay(
     """
     del checkpoint
     p = resolved.profile
-    if p.model not in DEFAULT_DEPLOY:
-        raise ValueError(f"{p.model} is not a vLLM-Omni family (known: {', '.join(DEFAULT_DEPLOY)})")
+    spec = omni_family(p.model)  # ValueError naming the families for any other model
     base_path = base_deploy_path(resolved)
     base = read_deploy(base_path)
     ignored: list[tuple[str, str]] = []
     talker, codec = _stage_keys(p, resolved.platform != "cuda", ignored)
-    _codec_backend(p, codec, codec_checkpoint, ignored)
-    extra = _connector_extra(p, ignored)
+    _codec_backend(p, spec, codec, codec_checkpoint, ignored)
+    extra = _connector_extra(p, spec, ignored)
     data: dict[str, Any] = {
         "base_config": str(base_path),
         "model_runner": p.talker.model_runner,
@@ -162,11 +162,11 @@ def _stage_keys(p: Profile, cpu: bool, ignored: list[tuple[str, str]]) -> tuple[
     return talker, codec
 
 
-def _codec_backend(p: Profile, codec: dict[str, Any], codec_checkpoint: Path | None,
+def _codec_backend(p: Profile, spec: OmniFamilySpec, codec: dict[str, Any], codec_checkpoint: Path | None,
                    ignored: list[tuple[str, str]]) -> None:
     """MOSS's codec attention backend and audio tokenizer go into the codec stage's hf_overrides."""
     c = p.codec
-    if p.model == "moss-tts-local":
+    if spec.codec_backend_in_hf_overrides:
         if c.codec_attention_backend == "slot":
             ignored.append(("codec.codec_attention_backend", "slot is the native codec's; MOSS's codec uses sdpa here "
                             "(its backends: sdpa, triton, triton_slot)"))
@@ -178,7 +178,7 @@ def _codec_backend(p: Profile, codec: dict[str, Any], codec_checkpoint: Path | N
         ignored.append(("codec.codec_attention_backend", "Qwen3-TTS's Code2Wav has one attention implementation"))
 
 
-def _connector_extra(p: Profile, ignored: list[tuple[str, str]]) -> dict[str, Any]:
+def _connector_extra(p: Profile, spec: OmniFamilySpec, ignored: list[tuple[str, str]]) -> dict[str, Any]:
     """The talker->codec connector's extras (chunk geometry, batch waiting); notes the keys not read."""
     t, c = p.talker, p.codec
     extra: dict[str, Any] = {
@@ -193,7 +193,7 @@ def _connector_extra(p: Profile, ignored: list[tuple[str, str]]) -> dict[str, An
     if c.codec_chunk_ramp is not None and len(c.codec_chunk_ramp) < 2:
         ignored.append(("codec.codec_chunk_ramp", "vLLM-Omni disables a ramp of fewer than 2 entries; "
                         "use initial_codec_chunk_frames"))
-    if c.codec_ring_headroom and p.model != "moss-tts-local":
+    if c.codec_ring_headroom and not spec.codec_ring_caches:
         ignored.append(("codec.codec_ring_headroom", "only MOSS-TTS-Local's codec keeps ring caches"))
     if t.model_runner != "v2" and c.generation_min_batch_size > 1 and c.generation_max_wait_ms > 0:
         for key in ("generation_min_batch_size", "generation_max_wait_ms"):

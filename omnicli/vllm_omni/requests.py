@@ -16,11 +16,12 @@ Qwen3-TTS (`vllm_omni/entrypoints/openai/tts_adapters/qwen3_tts.py`):
   (a wrong L gives noise);
 - sampling starts from the deploy config's defaults; without an explicit
   `max_new_tokens` the talker budget is the text-scaled ceiling
-  `max(min_frames, ceil(rate * text tokens))` per task, clamped by the
-  configured `max_tokens`; the seed (the request's, else the deploy
+  `max(min_frames, ceil(rate * text tokens))` per task (read from the
+  talker stage's `additional_config` by vLLM-Omni's own loader), clamped by
+  the configured `max_tokens`; the seed (the request's, else the deploy
   config's) also seeds the code predictor (`extra_args.tts_local_seed`).
 
-`omni models verify qwen3-tts` (omnicli/vllm_omni/verify.py) checks each of
+`omni models verify qwen3-tts` (omnicli/parity/qwen3_tts.py) checks each of
 these against the adapter itself. Building is CPU work (tokenizing,
 resampling): the engine runs it off the event loop.
 """
@@ -30,19 +31,20 @@ from __future__ import annotations
 import copy
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from omnicli.engine.request import TTSRequest
+from omnicli.vllm_omni.spec import OmniFamilySpec
 
 REF_SAMPLE_RATE = 24000  # what the talker's speaker encoder and codec encoder take
 DEFAULT_MAX_NEW_TOKENS = 2048  # the adapter's `max_new_tokens` when a request names none
 TASKS = ("Base", "CustomVoice", "VoiceDesign")
-# The adapter's text-scaled codec budgets (frames per text token, floor), per task.
-CODEC_BUDGETS = {"Base": (12.0, 192), "CustomVoice": (40.0, 400), "VoiceDesign": (40.0, 400)}
+TALKER_STAGE = 0  # the stage whose additional_config holds the codec budgets
 
 
 class RequestInvalid(ValueError):
@@ -101,7 +103,6 @@ class BuiltRequest:
     max_tokens: int | None  # the talker's effective budget
     explicit_cap: bool  # the caller named max_new_tokens (a cap), rather than the automatic budget
     ref_frames: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 def resample_reference(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -128,14 +129,18 @@ class Qwen3RequestBuilder:
     `options` are the profile's `model_options` (`voice`, `language`,
     `instruct`); `defaults` the engine's per-stage default sampling params
     (already DELTA); `tokenizer` the checkpoint's text tokenizer, loaded as
-    the talker loads it.
+    the talker loads it; `budgets` the per-task codec budgets of the deploy
+    config (`codec_budgets`; None: vLLM-Omni's defaults, as for a deploy
+    config that sets none).
     """
 
-    def __init__(self, ckpt: Qwen3Checkpoint, tokenizer, defaults: list, options: dict | None = None):
+    def __init__(self, ckpt: Qwen3Checkpoint, tokenizer, defaults: list, options: dict | None = None,
+                 budgets: Mapping[str, Any] | None = None):
         self.ckpt = ckpt
         self.tokenizer = tokenizer
         self.defaults = list(defaults)
         self.options = dict(options or {})
+        self.budgets = dict(budgets) if budgets is not None else codec_budgets(())
 
     # -- additional_information ---------------------------------------------------
     def language(self, request: TTSRequest) -> str:
@@ -238,10 +243,10 @@ class Qwen3RequestBuilder:
         if request.max_new_tokens is not None:
             cap: int | None = int(request.max_new_tokens)
         else:
-            rate, floor = CODEC_BUDGETS[task]
-            n = self.text_tokens(request.text)
-            if rate > 0 and n > 0:
-                dynamic = max(floor, math.ceil(rate * n))
+            budget = self.budgets.get(task)  # vLLM-Omni's Qwen3TTSCodecBudget: its rule, its formula
+            n = self.text_tokens(request.text) if budget is not None and budget.enabled else 0
+            if budget is not None and n > 0:
+                dynamic = budget.frames_for(n)
                 cap = min(dynamic, int(configured)) if configured is not None else dynamic
             else:
                 cap = int(configured) if configured is not None else None
@@ -281,14 +286,15 @@ class Qwen3RequestBuilder:
         )
 
 
-def length_finish_error(built: BuiltRequest, output_tokens: int) -> str | None:
+def length_finish_error(spec: OmniFamilySpec, built: BuiltRequest, output_tokens: int) -> str | None:
     """Why a talker that stopped at its budget gives no valid audio, or None (the adapter's rule).
 
-    The server rejects a Base request that ends by length (its audio is
-    incomplete) and any task's under the automatic budget. A cap the caller
-    named is a cap: the audio is kept and the request reports `hit_cap`.
+    The Qwen3-TTS server rejects a Base request that ends by length (its audio
+    is incomplete) and any task's under the automatic budget. A cap the caller
+    named is a cap: the audio is kept and the request reports `hit_cap`. A
+    family whose length end is valid audio (`spec.length_end_is_audio`: MOSS) has no such rule.
     """
-    if built.explicit_cap or built.extra.get("family") == "moss-tts-local":  # MOSS: a length end is valid audio
+    if built.explicit_cap or spec.length_end_is_audio:
         return None
     return (f"Qwen3-TTS {built.task_type} did not emit codec EOS before its token budget "
             f"({output_tokens}/{built.max_tokens} codec tokens); the generated audio is incomplete")
@@ -301,27 +307,18 @@ def load_tokenizer(ckpt: Path):
     return AutoTokenizer.from_pretrained(str(ckpt), trust_remote_code=True, use_fast=True, padding_side="left")
 
 
-def no_audio_error(built: BuiltRequest, samples: int) -> str | None:
-    """Why a finished request with no audio is a failure, or None (MOSS-TTS-Local's adapter rule: its
-    sampled stop gate can end a request before its first codec frame)."""
-    if samples == 0 and built.extra.get("family") == "moss-tts-local":
-        return "MOSS-TTS Local produced no audio output"
-    return None
+def codec_budgets(stage_configs: Sequence[Any]) -> dict[str, Any]:
+    """The text-scaled codec budgets per task, read by vLLM-Omni's own adapter code from the talker
+    stage's `additional_config` in the resolved deploy config (its defaults where the stage sets none)."""
+    from vllm_omni.entrypoints.openai.tts_adapters.qwen3_tts import _stage_additional_config, load_codec_budgets
+
+    talker = next((s for s in stage_configs if getattr(s, "stage_id", None) == TALKER_STAGE), None)
+    return load_codec_budgets(_stage_additional_config(talker))
 
 
-def check_startable(family: str, ckpt: Path, options: dict | None) -> None:
-    """Refusals due before any stage starts: a MOSS checkpoint's processor code without the profile's consent."""
-    if family == "moss-tts-local":
-        from omnicli.vllm_omni.moss import check_trusted
-
-        check_trusted(ckpt, options)
-
-
-def request_builder(family: str, ckpt: Path, defaults: list, options: dict | None = None,
-                    codec: Path | None = None) -> Qwen3RequestBuilder | Any:
-    """The request builder of a family for one checkpoint (runs once, at engine start)."""
-    if family == "moss-tts-local":
-        from omnicli.vllm_omni.moss import moss_builder
-
-        return moss_builder(ckpt, codec, defaults, options)
-    return Qwen3RequestBuilder(Qwen3Checkpoint.read(ckpt), load_tokenizer(ckpt), defaults, options)
+def qwen3_builder(ckpt: Path, codec: Path | None, defaults: list, options: Mapping[str, Any] | None,
+                  stage_configs: Sequence[Any] = ()) -> Qwen3RequestBuilder:
+    """The Qwen3-TTS request builder for one checkpoint (its spec's `request_builder`; no separate codec)."""
+    del codec
+    return Qwen3RequestBuilder(Qwen3Checkpoint.read(ckpt), load_tokenizer(ckpt), defaults, dict(options or {}),
+                               budgets=codec_budgets(stage_configs))
