@@ -37,7 +37,8 @@ def test_omni_evals_utmos_mean_and_median_reach_the_vllm_file_as_vllm_omni_compu
     """omni eval's MOS summary keeps UTMOS's median too (vLLM-Omni: statistics.fmean / statistics.median over
     the scored utterances); a failed utterance is in neither."""
     scores = [3.1, 4.4, 2.05, 3.9]
-    results = [AudioResult(utt=f"u{i}", ref="", status=EvalStatus.OK, values={"utmos": v}) for i, v in enumerate(scores)]
+    results = [AudioResult(utt=f"u{i}", ref="", status=EvalStatus.OK, values={"utmos": v})
+               for i, v in enumerate(scores)]
     results.append(AudioResult(utt="bad", ref="", status=EvalStatus.OK, errors={"mos": "utmos: boom"}))
     scorer = {"metric": "mos", "backend": "utmos", "model": "u.ts", "comparable_to": "-", "keys": ("utmos",)}
     run = AudioRun(results, [scorer], {"mos": 0.0}, {"mos": 0.0}, "t0", 0.0)
