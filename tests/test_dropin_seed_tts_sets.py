@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from omnicli.benchmark.seed_tts_sets import read_seed_tts_set
@@ -58,3 +59,48 @@ def test_a_design_row_without_a_description_is_named_with_its_line(tmp_path):
                                                  "found 1 field(s)"]]
     result = runner.invoke(app, ["bench", "--dataset-name", "seed-tts-design", "--dataset-path", str(root)])
     assert result.exit_code == 2 and "empty voice_description" in result.output
+
+
+class _Bytes:
+    """The least of a tokenizer vLLM-Omni's sample() asks for (it counts prompt tokens only)."""
+
+    all_special_ids: list[int] = []
+    all_special_tokens: list[str] = []
+
+    def get_vocab(self):
+        return {chr(i): i for i in range(256)}
+
+    def __len__(self):
+        return 256
+
+    def encode(self, text, **_):
+        return list(text.encode())
+
+
+@pytest.mark.parametrize("dataset", ["seed-tts-text", "seed-tts-design"])
+def test_rows_order_and_fields_as_vllm_omnis_own_loaders_build_them(dataset, tmp_path):
+    loaders = pytest.importorskip("vllm_omni.benchmarks.data_modules.seed_tts_dataset",
+                                  reason="vLLM-Omni is not installed")
+    from omnicli.benchmark.options import vllm_compat
+    from omnicli.benchmark.prompts import load_prompts
+
+    rows = [f"u{i}|ref {i}|prompt-wavs/a.wav|text number {i}.|voice {i}, calm" for i in range(7)]
+    if dataset == "seed-tts-design":
+        rows.append("u7|||text seven.|voice 7|a sixth field, ignored by both")
+    root = seed_tts_folder(tmp_path, rows, locale="zh", wavs=["a.wav"])
+    loader = {"seed-tts-text": loaders.SeedTTSTextDataset, "seed-tts-design": loaders.SeedTTSDesignDataset}[dataset]
+    theirs = loader(dataset_path=str(root), random_seed=5, locale="zh").sample(_Bytes(), len(rows), output_len=40)
+    compat = vllm_compat(dataset, root, "zh", None, None, 40, None, sampling={}, ignored={})
+    ours = load_prompts(compat.manifest, seed=5, dataset=dataset, max_new_tokens=compat.max_new_tokens).prompts
+    assert [(p.utt, p.request.text) for p in ours] == [(r.seed_tts_utterance_id, r.prompt) for r in theirs]
+    assert all(r.seed_tts_ref_wav_path == "" for r in theirs)  # neither sends a reference (SIM is skipped)
+    assert all(p.request.ref_audio is None and p.request.max_new_tokens == 40 for p in ours)
+    if dataset == "seed-tts-text":
+        assert all(r.seed_tts_speech_extra is None for r in theirs) and compat.request_fields == {}
+        return
+    for prompt, request in zip(ours, theirs, strict=True):
+        extra = request.seed_tts_speech_extra
+        assert set(extra) == {"instructions", "task_type", "language", "max_new_tokens"}
+        assert (prompt.request.instruct, compat.request_fields["language"], 40) == (
+            extra["instructions"], extra["language"], extra["max_new_tokens"])
+        assert extra["task_type"] == "VoiceDesign"  # omni's comes from the checkpoint (tts_model_type)
