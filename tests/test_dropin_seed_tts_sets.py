@@ -104,3 +104,42 @@ def test_rows_order_and_fields_as_vllm_omnis_own_loaders_build_them(dataset, tmp
         assert (prompt.request.instruct, compat.request_fields["language"], 40) == (
             extra["instructions"], extra["language"], extra["max_new_tokens"])
         assert extra["task_type"] == "VoiceDesign"  # omni's comes from the checkpoint (tts_model_type)
+
+
+class _Echo:
+    """Hands back the request it is given (what the engine would be asked)."""
+
+    def generate(self, request):
+        return request
+
+
+@pytest.mark.parametrize("kind", ["custom_voice", "voice_design"])
+def test_on_customvoice_and_voicedesign_checkpoints_the_rows_become_their_requests(kind, tmp_path):
+    """What vLLM-Omni's server would build for these rows on a CustomVoice / VoiceDesign Qwen3-TTS checkpoint
+    (omni's request rules, omnicli/vllm_omni/requests.py; only the checkpoint's config is needed). The module
+    engine of tests/test_vllm_omni_engine.py is a Base one: there each of these requests fails, saying why."""
+    from omnicli.benchmark.entrypoint import RequestDefaults
+    from omnicli.benchmark.options import vllm_compat
+    from omnicli.benchmark.prompts import load_prompts
+    from omnicli.vllm_omni.requests import Qwen3Checkpoint, Qwen3RequestBuilder
+
+    checkpoint = tmp_path / kind
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"tts_model_type": kind, "talker_config": {
+        "spk_id": {"vivian": 3000, "ryan": 3001} if kind == "custom_voice" else {},
+        "codec_language_id": {"english": 2050, "chinese": 2055}}}))
+    root = seed_tts_folder(tmp_path, ["u1|ref one|prompt-wavs/u1.wav|Good morning.|A warm, low voice."],
+                           locale="zh", wavs=["u1.wav"])
+    dataset = {"custom_voice": "seed-tts-text", "voice_design": "seed-tts-design"}[kind]
+    body = json.dumps({"voice": "Vivian"}) if kind == "custom_voice" else None
+    compat = vllm_compat(dataset, root, "zh", None, body, None, 12, sampling={}, ignored={})
+    (prompt,) = load_prompts(compat.manifest, dataset=dataset, max_new_tokens=compat.max_new_tokens).prompts
+    request = RequestDefaults(_Echo(), compat.request_fields).generate(prompt.request)  # type: ignore[arg-type]
+    info, ref_frames = Qwen3RequestBuilder(Qwen3Checkpoint.read(checkpoint), None, []).additional_information(request)
+    assert (info["text"], info["max_new_tokens"], ref_frames) == (["Good morning."], [12], 0)
+    assert "ref_audio" not in info and "ref_text" not in info
+    if kind == "custom_voice":
+        assert (info["task_type"], info["speaker"], info["language"]) == (["CustomVoice"], ["vivian"], ["Auto"])
+    else:
+        assert (info["task_type"], info["instruct"], info["language"]) == (
+            ["VoiceDesign"], ["A warm, low voice."], ["Chinese"])
