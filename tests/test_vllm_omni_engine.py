@@ -248,6 +248,40 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
         assert doc["completed"] == 4 and doc["max_concurrency"] == run["max_concurrency"]
 
 
+def test_bench_of_the_customvoice_and_voicedesign_datasets_on_this_base_checkpoint(omni, monkeypatch, tmp_path):
+    """vLLM-Omni's seed-tts-text (CustomVoice) and seed-tts-design (VoiceDesign) sets through `omni bench` on
+    this module's engine, a Base (voice clone) checkpoint: their rows carry no reference, so each request
+    fails alone, saying why, as vLLM-Omni's server refuses them (HTTP 400); the vLLM-shaped file counts them
+    failed and the exit code is 1. (On CustomVoice / VoiceDesign checkpoints the same rows build their
+    requests: tests/test_dropin_seed_tts_sets.py.)"""
+    from typer.testing import CliRunner
+
+    import omnicli.benchmark.entrypoint as bench_entry
+    from omnicli.benchmark.vllm_format import read_results
+    from omnicli.cli import app
+    from tests.test_dropin_ci_engine import CrossLoopEngine
+
+    async def lend(_resolved):
+        return CrossLoopEngine(omni)
+
+    monkeypatch.setattr(bench_entry, "start_engine", lend)
+    folder = tmp_path / "seed-tts" / "en"
+    folder.mkdir(parents=True)
+    (folder / "meta.lst").write_text("t1|ref|prompt-wavs/t1.wav|Hello there.|A warm, low voice.\n"
+                                     "t2|ref|prompt-wavs/t2.wav|Good night.|An excited young man.\n")
+    for dataset, body in (("seed-tts-text", '{"voice": "Vivian"}'), ("seed-tts-design", "{}")):
+        out = tmp_path / dataset
+        result = CliRunner().invoke(app, [
+            "bench", "--dataset-name", dataset, "--dataset-path", str(folder.parent), "--extra-body", body,
+            "--max-new-tokens", str(CAP), "--save-result", "--result-dir", str(out), "--result-filename", "r.json",
+            "-p", "qwen3-tts", "--set", f"model_path={omni.engine.resolved.profile.model_path}",
+        ], catch_exceptions=False)
+        assert result.exit_code == 1, result.output
+        (doc,) = read_results(out / "r.json")
+        assert (doc["completed"], doc["failed"]) == (0, 2)
+        assert all("a Base checkpoint clones a voice: the row needs a reference" in e for e in doc["errors"]), doc
+
+
 def test_a_killed_stage_process_gives_every_request_engine_dead_and_leaves_no_process(omni):
     """Runs last: it ends the module's engine."""
     engine = omni.engine

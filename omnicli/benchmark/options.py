@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
 from omnicli.benchmark.outputs import ReportPlan, VllmFiles
+from omnicli.benchmark.seed_tts_env import seed_tts_eval
 from omnicli.benchmark.session import ProfileRun
 from omnicli.benchmark.vllm_flags import reason as lookup_flag
 from omnicli.engine.request import TTSRequest, field_problem
@@ -242,7 +243,8 @@ def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineReso
     return EngineResources(engines=o.engines or 1, gpus_per_engine=o.gpus_per_engine or 0.0, cpus_per_engine=cpus)
 
 
-def plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list[ProfileRun]) -> BenchEval | None:
+def plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs: list[ProfileRun], *,
+              device: str | None = None, lang: str = "en") -> BenchEval | None:
     """`--eval`: parsed, and every model located, before any engine starts (usage errors exit 2)."""
     if metrics is None:
         if asr is not None:
@@ -255,7 +257,8 @@ def plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs
 
     if audio_out is None:
         raise OptionError("--eval scores the kept audio: give --audio-out DIR too", option="--eval")
-    bench_eval = parsed(lambda text: BenchEval.parse(text, asr=asr, device=runs[0].profile.profile.device),
+    bench_eval = parsed(lambda text: BenchEval.parse(text, asr=asr, device=device or runs[0].profile.profile.device,
+                                                     lang=lang),
                         metrics, "--eval")
     try:
         bench_eval.check()
@@ -289,10 +292,12 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         info(line)
     if o.trust_remote_code:
         info(f"--trust-remote-code: {lookup_flag('--trust-remote-code')} (ignored)")
-    eval_metrics, audio_out, keep_failed = o.eval_metrics, o.audio_out, o.keep_failed
-    if o.seed_tts_wer_eval:  # vLLM-Omni's WER pass is omni eval's wer, on the kept audio
-        eval_metrics = "wer" if not eval_metrics else ",".join(dict.fromkeys([*eval_metrics.split(","), "wer"]))
-        audio_out = audio_out or (o.result_dir or Path(".")) / "seed_tts_audio"
+    keep_failed = o.keep_failed
+    seed_eval = seed_tts_eval(o.eval_metrics, o.audio_out, o.eval_asr, wer_flag=o.seed_tts_wer_eval,
+                              result_dir=o.result_dir, locale=o.seed_tts_locale)  # and vLLM-Omni's SEED_TTS_* vars
+    eval_metrics, audio_out = seed_eval.metrics, seed_eval.audio_out
+    for line in seed_eval.notes:
+        info(line)
     percentiles = parsed(parse_percentiles, o.metric_percentiles, "--metric-percentiles")
     if o.warmup and o.warmup_pass:
         raise OptionError("use --warmup N or --warmup-pass, not both", option="--warmup-pass")
@@ -315,7 +320,8 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         raise OptionError("alternates the rounds of two or more profiles: add --compare B (or a second "
                                  "--profile)", option="--interleave")
     files = vllm_files(o)
-    bench_eval = plan_eval(eval_metrics, o.eval_asr, audio_out, runs)
+    bench_eval = plan_eval(eval_metrics, seed_eval.asr, audio_out, runs, device=seed_eval.device,
+                           lang=o.seed_tts_locale)
     report = ReportPlan(
         percentiles, utc_now(), o.save_detailed, o.result_dir, o.result_filename, o.plot, vllm=files,
         csv_path=o.csv_path, console=o.output_format, report_file=o.report_file,

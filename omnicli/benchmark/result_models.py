@@ -63,6 +63,7 @@ class BenchEvalFigures(BaseModel):
     dnsmos_bak_mean: float | None = None
     dnsmos_p808_mean: float | None = None
     utmos_mean: float | None = None
+    utmos_median: float | None = None
     mos_share_below_threshold: float | None = None
     mos_backends: list[str] | None = None
     num_mos_scored: int | None = None
@@ -526,6 +527,7 @@ class VllmRunResult(BaseModel):
     seed_tts_sim_median: float | None = None
     seed_tts_sim_evaluated: int | None = None
     seed_tts_utmos_mean: float | None = Field(None, description="With --eval mos and the utmos backend.")
+    seed_tts_utmos_median: float | None = None
     seed_tts_utmos_evaluated: int | None = None
     seed_tts_dnsmos_ovrl_mean: float | None = Field(
         None, description="With --eval mos and the dnsmos backend: DNSMOS, never under a UTMOS key.")

@@ -2,11 +2,16 @@
 data_modules/seed_tts_dataset.py), turned into manifest rows:
 
 - `seed-tts` (voice clone): `utt|ref_text|prompt_wav|text` with the reference (omni's meta.lst reader);
-- `seed-tts-text` (CustomVoice, a default voice): the same meta.lst, the reference left out (the named
-  voice comes with `--extra-body '{"voice": ...}'`);
+- `seed-tts-text` (CustomVoice, a default voice): the same meta.lst, its reference fields not read (the
+  named voice comes with `--extra-body '{"voice": ...}'`; vLLM-Omni sends no `language` for these);
 - `seed-tts-design` (VoiceDesign): `utt|ref_text|wav_rel|text|voice_description`, no reference; the
-  description is the request's `instruct`. A row without a description is unusable (vLLM-Omni skips it;
-  omni names it, as every unusable row).
+  description is the request's `instruct` (vLLM-Omni's `instructions`), `language` English or Chinese by
+  the locale. Fields after the fifth are ignored, as vLLM-Omni does. A row without a description, or
+  without a text, is unusable: vLLM-Omni skips the first and sends the second (which its server refuses);
+  omni names both, as every unusable row, and exits 2 before any engine starts.
+
+Rows are shuffled with the seed as vLLM-Omni shuffles them (`random.Random(seed).shuffle`), so the same
+seed gives the same order; past the last row omni cycles where vLLM-Omni draws extra rows at random.
 """
 
 from __future__ import annotations
@@ -23,21 +28,28 @@ MAX_META_BYTES = 256 * 1024 * 1024
 DESIGN_LANGUAGE = {"en": "English", "zh": "Chinese"}
 
 
+# The fields each reader needs, as vLLM-Omni's loaders count them (any after these are ignored).
+FIELDS = {"seed-tts-text": "utt|ref_text|wav|text", "seed-tts-design": "utt|ref_text|wav|text|voice_description"}
+
+
 def read_seed_tts_set(path: Path, dataset: str, *, allow_outside_paths: bool = False) -> Manifest:
     """The rows of `path` as `dataset` reads them (ManifestError when the file cannot be read)."""
-    if dataset == "seed-tts-design":
-        return _read_design(path)
+    if dataset in FIELDS and path.suffix != ".jsonl":
+        return _read_meta(path, dataset)
     manifest = read_manifest(path, allow_outside_paths=allow_outside_paths, check_audio=dataset == "seed-tts")
-    if dataset == "seed-tts-text":
+    if dataset == "seed-tts-text":  # a JSONL manifest: its rows without their reference
         manifest.rows = [dataclasses.replace(row, prompt_wav=None, prompt_text="") for row in manifest.rows]
     return manifest
 
 
-def _read_design(path: Path) -> Manifest:
+def _read_meta(path: Path, dataset: str) -> Manifest:
+    """A meta.lst as vLLM-Omni's SeedTTSTextDataset / SeedTTSDesignDataset read it: the utt, the text (field 4)
+    and, for design, the voice description (field 5); the reference fields are not read."""
     try:
         text = read_user_text(path, max_bytes=MAX_META_BYTES)
     except UserFileError as exc:
         raise ManifestError(str(exc)) from None
+    needed = FIELDS[dataset].split("|")
     manifest = Manifest(path)
     seen: set[str] = set()
     for line_no, line in enumerate(text.splitlines(), start=1):
@@ -45,16 +57,19 @@ def _read_design(path: Path) -> Manifest:
         if not line or line.startswith("#"):
             continue
         parts = [p.strip() for p in line.split("|")]
-        if len(parts) != 5:
-            manifest.errors.append(RowError(path, line_no, "expected utt|ref_text|wav|text|voice_description "
-                                            f"(seed-tts-design), found {len(parts)} field(s)"))
+        if len(parts) < len(needed):
+            manifest.errors.append(RowError(path, line_no, f"expected {FIELDS[dataset]} ({dataset}), found "
+                                            f"{len(parts)} field(s)"))
             continue
-        utt, _, _, target, description = parts
+        utt, target = parts[0], parts[3]
+        description = parts[4] if dataset == "seed-tts-design" else None
         reason = ("empty utt" if not utt else "empty text" if not target else
-                  "empty voice_description" if not description else f"duplicate utt {utt!r}" if utt in seen else None)
+                  "empty voice_description" if description == "" else
+                  f"duplicate utt {utt!r}" if utt in seen else None)
         if reason is not None:
             manifest.errors.append(RowError(path, line_no, reason, utt or None))
             continue
         seen.add(utt)
-        manifest.rows.append(ManifestRow(utt=utt, text=target, instruct=description, line_no=line_no, source=path))
+        manifest.rows.append(ManifestRow(utt=utt, text=target, instruct=description or "", line_no=line_no,
+                                         source=path))
     return manifest

@@ -68,8 +68,8 @@ KEY_NOTES = {
                                    "(seed-tts-eval's WER, empty transcripts counted as 1.0), over "
                                    "seed_tts_content_evaluated",
     "seed_tts_sim_mean": "with --eval sim: omni eval's speaker similarity (its backend: eval.sim_backend), not "
-                         "vLLM-Omni's WavLM model; seed_tts_utmos_* only with omni eval's utmos MOS backend, no "
-                         "median (omni eval keeps UTMOS's mean only); DNSMOS is seed_tts_dnsmos_ovrl_*",
+                         "vLLM-Omni's WavLM model; seed_tts_utmos_* only with omni eval's utmos MOS backend; DNSMOS "
+                         "is seed_tts_dnsmos_ovrl_*, never under a UTMOS key",
 }
 
 
@@ -224,7 +224,7 @@ def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
         out.update(seed_tts_sim_mean=figures["sim_mean"], seed_tts_sim_median=figures.get("sim_median"),
                    seed_tts_sim_evaluated=figures.get("num_sim_scored") or 0)
     if figures.get("utmos_mean") is not None:
-        out.update(seed_tts_utmos_mean=figures["utmos_mean"],
+        out.update(seed_tts_utmos_mean=figures["utmos_mean"], seed_tts_utmos_median=figures.get("utmos_median"),
                    seed_tts_utmos_evaluated=figures.get("num_mos_scored") or 0)
     if figures.get("dnsmos_ovrl_mean") is not None:
         out.update(seed_tts_dnsmos_ovrl_mean=figures["dnsmos_ovrl_mean"],

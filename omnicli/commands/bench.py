@@ -121,7 +121,9 @@ def bench(
     Environment: OMNI_FAILED_SPEECH_AUDIO_DIR (--keep-failed), OMNI_CACHE_DIR
     (models and caches), OMNI_PROFILES_DIR (presets),
     VLLM_OMNI_BENCH_AUDIO_CONTINUITY_THRESHOLD_S (continuity, default 0.1 s);
-    vLLM-Omni's SEED_TTS_* variables are named once as ignored.
+    vLLM-Omni's SEED_TTS_WER_EVAL, SEED_TTS_SIM_EVAL, SEED_TTS_HF_WHISPER_MODEL,
+    SEED_TTS_EVAL_DEVICE and SEED_TTS_WER_SAVE_AUDIO_DIR configure --eval as
+    there; its other SEED_TTS_* variables are named once as ignored.
     """
     set_verbosity(quiet, verbose)
     check_report_option(report_file)

@@ -77,7 +77,7 @@ class SimFigures(BaseModel):
 
 
 class MosFigures(BaseModel):
-    """Predicted MOS (1-5); present when MOS ran. The dnsmos_* keys with the dnsmos backend, utmos_mean with utmos."""
+    """Predicted MOS (1-5); present when MOS ran. The dnsmos_* keys with the dnsmos backend, utmos_* with utmos."""
 
     dnsmos_ovrl_mean: float | None = None
     dnsmos_sig_mean: float | None = None
@@ -85,6 +85,7 @@ class MosFigures(BaseModel):
     dnsmos_p808_mean: float | None = None
     dnsmos_ovrl_median: float | None = None
     utmos_mean: float | None = None
+    utmos_median: float | None = None
     mos_share_below_threshold: float | None = Field(
         None, description="Percent of scored utterances whose DNSMOS OVRL (or UTMOS) is below mos_threshold."
     )

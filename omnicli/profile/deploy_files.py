@@ -144,18 +144,67 @@ def read_deploy_chain(path: Path) -> list[DeployFile]:
 
 
 def read_deploy(path: Path) -> dict:
-    """A deploy YAML with its own `base_config` chain folded in (connectors and platforms only need to
-    be right here: vLLM-Omni resolves the file itself). DeployFileError for any bad file, ModelFileError
-    for a folder it names that holds code."""
+    """A deploy YAML with its own `base_config` chain folded in by vLLM-Omni's rules (`fold_deploy`), so
+    what omni reads of it (connectors, platforms, stages) is what vLLM-Omni will run. DeployFileError for
+    any bad file, ModelFileError for a folder it names that holds code."""
     chain = read_deploy_chain(path)
     for deploy in chain:
         check_user_deploy(deploy)
-    merged: dict = {}
-    for deploy in reversed(chain):
-        data = {k: v for k, v in deploy.data.items() if k != "base_config"}
-        for key, value in data.items():
-            merged[key] = deep_merge(merged.get(key), value) if key in ("connectors", "platforms") else value
+    merged = {k: v for k, v in chain[-1].data.items() if k != "base_config"}
+    for deploy in reversed(chain[:-1]):
+        merged = fold_deploy(merged, {k: v for k, v in deploy.data.items() if k != "base_config"})
+    return copy.deepcopy(merged)
+
+
+# What vLLM-Omni (config/stage_config.py, resolve_deploy_yaml) merges key by key when a deploy file names a
+# base_config; every other key of the file replaces the base's whole. tests/test_dropin_deploy_parity.py
+# checks the result against vLLM-Omni's own on every packaged file that names a base.
+_TOP_LEVEL_MERGED = frozenset({"speech_cache"})
+_STAGE_MERGED = frozenset({"default_sampling_params", "default_pooling_params", "subtalker_sampling_params",
+                           "engine_extras", "engine_args"})
+
+
+def fold_deploy(base: dict, over: dict) -> dict:
+    """`over` (a deploy file) over `base` (its base_config, already folded): top-level keys replaced but
+    `speech_cache`; `connectors` merged recursively; `stages` by stage_id; `platforms` per platform
+    (its keys replaced, its stages by stage_id)."""
+    merged = _merge_selected(base, {k: v for k, v in over.items() if k not in ("connectors", "stages", "platforms")},
+                             _TOP_LEVEL_MERGED)
+    if base.get("connectors") or over.get("connectors"):
+        merged["connectors"] = _merge_mappings(base.get("connectors") or {}, over.get("connectors") or {})
+    merged["stages"] = _merge_stages(base.get("stages"), over.get("stages"))
+    if base.get("platforms") or over.get("platforms"):
+        base_p, over_p = base.get("platforms") or {}, over.get("platforms") or {}
+        merged["platforms"] = {}
+        for name in {**base_p, **over_p}:
+            b, o = base_p.get(name) or {}, over_p.get(name) or {}
+            merged["platforms"][name] = {**b, **{k: v for k, v in o.items() if k != "stages"},
+                                         "stages": _merge_stages(b.get("stages"), o.get("stages"))}
     return merged
+
+
+def _merge_mappings(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge_mappings(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) \
+            else value
+    return out
+
+
+def _merge_selected(base: dict, over: dict, keys: frozenset[str]) -> dict:
+    out = {**base, **over}
+    for key in keys & base.keys() & over.keys():
+        if isinstance(base[key], dict) and isinstance(over[key], dict):
+            out[key] = _merge_mappings(base[key], over[key])
+    return out
+
+
+def _merge_stages(base: list | None, over: list | None) -> list:
+    by_id = {stage["stage_id"]: stage for stage in base or []}
+    for stage in over or []:
+        sid = stage["stage_id"]
+        by_id[sid] = _merge_selected(by_id[sid], stage, _STAGE_MERGED) if sid in by_id else stage
+    return list(by_id.values())
 
 
 def deep_merge(base: Any, over: Any) -> Any:

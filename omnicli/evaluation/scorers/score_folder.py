@@ -275,6 +275,8 @@ def audio_summary(run: AudioRun, *, sim_threshold: float, mos_threshold: float) 
             out.update({
                 "dnsmos_ovrl_median": _median([r.values["dnsmos_ovrl"] for r in scored if "dnsmos_ovrl" in r.values])
                 if "dnsmos_ovrl" in keys else None,
+                "utmos_median": _median([r.values["utmos"] for r in scored if "utmos" in r.values])
+                if "utmos" in keys else None,
                 "mos_share_below_threshold": _share_below(overall, mos_threshold),
                 "mos_threshold": mos_threshold,
                 "mos_backends": [d["backend"] for d in descriptions],
