@@ -84,10 +84,12 @@ def chunk_plan(family: str) -> dict:
                 walk(value)
 
     walk(yaml.safe_load((_vllm_omni() / "deploy" / name).read_text()))
-    # vLLM-Omni: a ramp, when set, overrides initial_codec_chunk_frames (its deploy YAML says so); MOSS's
-    # stage 0 sends frame 1 itself before the codec's ramp.
-    ramp = list(found.get("codec_chunk_ramp") or [])
+    # MOSS-TTS-Local's YAML: "Stage0 sends frame 1; Stage1 adds 160 ms, then 480 ms, then 1.2 s" for
+    # codec_chunk_ramp [3, 6, 15]: the ramp's first entry counts the frame stage 0 already sent.
+    ramp = [int(n) for n in found.get("codec_chunk_ramp") or []]
     first = int(found.get("initial_codec_chunk_frames") or 1)
+    if ramp:
+        ramp[0] -= first
     return {"family": family, "yaml": name, "sample_rate": rate, "channels": channels,
             "first": first, "ramp": ramp, "steady": int(found["codec_chunk_frames"])}
 
@@ -401,7 +403,8 @@ def main() -> int:
         verdict = (f"first audio +{added:.2f} ms ({added / SEED_LOAD['mean_first_audio_ms'] * 100:.2f}% of 685 ms)"
                    if rho < 1 else "saturated: first audio grows without bound")
         print(f"  {fmt:5}: {rho * 100:.1f}% of one API-server core; {chunks_per_s:.0f} chunks/s, mean service "
-              f"{service * 1e3:.3f} ms, M/D/1 wait {wait * 1e3:.3f} ms; {verdict}")
+              f"{service * 1e3:.3f} ms, M/D/1 wait {wait * 1e3:.3f} ms; {verdict}; one core saturates at "
+              f"{1 / h['server_cpu_per_audio_s']:.0f} audio-s/s")
     print(f"  client (vLLM-Omni's bench, raw PCM): {moss['loopback_audio']['client_cpu_per_audio_s'] * rate * 100:.1f}%"
           " of one core at that rate")
     load1 = os.getloadavg()
