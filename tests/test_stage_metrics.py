@@ -50,7 +50,7 @@ def test_stage_counters_are_per_pass_and_summed_key_by_key():
 
 def test_stage_rows_in_the_table_and_keys_in_the_vllm_shaped_file():
     from omnicli.benchmark.outputs.table import table_rows
-    from omnicli.benchmark.result_models import BenchRun
+    from omnicli.benchmark.result_models import BenchRun, VllmRunResult
     from omnicli.benchmark.vllm_format import vllm_result
 
     # a native engine's run, as main wrote it
@@ -63,6 +63,8 @@ def test_stage_rows_in_the_table_and_keys_in_the_vllm_shaped_file():
     # a run without stage figures has no stage rows, unless its table shows them for another run
     assert not any("stage" in label for label, _, _ in table_rows(base, (99,)))
     assert len(table_rows(base, (99,), stages=True)) == len(table_rows(staged, (99,)))
-    doc = vllm_result(staged.to_dict(), date="20261201-000000")
+    doc = vllm_result(staged.to_dict(), date="20261201-000000",
+                      figures={"errors": [], "latencies": [], "queue_times": []})
+    VllmRunResult.model_validate(doc)  # the file's one definition knows the keys
     assert doc["stage_codec_cpu_s"] == 0.4 and "stage_codec_cpu_s" in doc["key_notes"]
     assert "stage_codec_cpu_s" not in vllm_result(base.to_dict(), date="20261201-000000")["key_notes"]

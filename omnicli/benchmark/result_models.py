@@ -548,6 +548,19 @@ class VllmRunResult(BaseModel):
     audio_continuity_c100_rate: float | None = None
     audio_continuity_c200_rate: float | None = None
     p95_inter_chunk_gap_ms: float | None = None
+    # vLLM-Omni's engine: the run's per-stage figures (vllm_format.STAGE_KEYS; key_notes says what they hold)
+    stage_talker_tokens_mean: float | None = None
+    stage_talker_time_ms_mean: float | None = None
+    stage_talker_first_output_ms_mean: float | None = None
+    stage_codec_frames_mean: float | None = None
+    stage_codec_time_ms_mean: float | None = None
+    stage_codec_first_output_ms_mean: float | None = None
+    stage_talker_busy_s: float | None = None
+    stage_talker_cpu_s: float | None = None
+    stage_talker_cpu_s_per_audio_s: float | None = None
+    stage_codec_busy_s: float | None = None
+    stage_codec_cpu_s: float | None = None
+    stage_codec_cpu_s_per_audio_s: float | None = None
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
     audio_ttfps: list[float | None] | None = None
