@@ -232,6 +232,7 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
     results = omni.run(
         BenchSession([ProfileRun("qwen3", engine.resolved)], prompts, plan, LocalPool.factory(lend)).run()
     )
+    passes = []
     for result in results:
         run = build_run(result).to_dict()  # as the result file holds it
         assert (run["completed"], run["failed"], run["num_nonempty_audio"]) == (4, 0, 4), run["failures"]
@@ -243,9 +244,24 @@ def test_bench_sweep_with_per_stage_figures_and_a_vllm_result_file(omni, tmp_pat
         )
         assert 0 < run["stage_talker_first_output_ms_mean"] <= run["stage_codec_first_output_ms_mean"]
         assert run["stage_talker_time_ms_mean"] > 0 and run["stage_codec_time_ms_mean"] > 0
+        # per pass: this pass's 4 requests only, however many ran on the engine before
+        counters = run["engine_stats"]["stages"]
+        assert counters["requests"] == 4
+        assert counters["talker_tokens"] == pytest.approx(4 * run["stage_talker_tokens_mean"])
+        # in flight: wall time within the pass; CPU (compute): at most every core for the whole pass
+        for stage in ("talker", "codec"):
+            assert 0 < run[f"stage_{stage}_busy_s"] <= run["duration"] + 0.05
+            assert 0 < run[f"stage_{stage}_cpu_s"] <= (os.cpu_count() or 1) * (run["duration"] + 0.5)
+        assert run["engine_stats"]["codec_compute_s"] == run["stage_codec_cpu_s"]
         path = write_result(tmp_path / f"c{run['max_concurrency']}.json", vllm_result(run, date="20261201-000000"))
         doc = read_results(path)[0]
         assert doc["completed"] == 4 and doc["max_concurrency"] == run["max_concurrency"]
+        assert doc["stage_codec_cpu_s"] == run["stage_codec_cpu_s"] and "stage_codec_cpu_s" in doc["key_notes"]
+        passes.append(run)
+    # the passes' CPU seconds are disjoint parts of the engine's life total (its start-up included)
+    life = engine.stats().stages
+    for stage in ("talker", "codec"):
+        assert sum(run[f"stage_{stage}_cpu_s"] for run in passes) <= life[f"{stage}_cpu_s"]
 
 
 def test_bench_of_the_customvoice_and_voicedesign_datasets_on_this_base_checkpoint(omni, monkeypatch, tmp_path):

@@ -55,12 +55,12 @@ def _ring_headroom(profile: Any, model: str | None) -> bool | None:
         return None
 
 
-def _stage_figures(record_rounds) -> dict:
-    """Per-stage means from engines that report stage figures (vLLM-Omni); nothing for the others."""
-    from omnicli.vllm_omni.stage_metrics import summarize as summarize_stages
+def _stage_figures(result: PassResult, audio_seconds: float) -> dict:
+    """The pass's per-stage figures from engines that report stages (vLLM-Omni); nothing for the others."""
+    from omnicli.benchmark.stage_metrics import summarize as summarize_stages
 
-    infos = [r.info for rnd in record_rounds for r in rnd if r.info is not None and r.info.stages]
-    return summarize_stages(infos) if infos else {}
+    infos = [r.info for rnd in result.record_rounds for r in rnd if r.info is not None and r.info.stages]
+    return summarize_stages(infos, result.stats.stages, audio_seconds) if infos else {}
 
 
 def build_run(
@@ -118,7 +118,7 @@ def run_fields(
         run.update(ramp_up_strategy=result.shape.ramp_up, ramp_up_start_rps=result.shape.ramp_start,
                    ramp_up_end_rps=result.shape.ramp_end)
     run.update(summarize(result.record_rounds, percentiles))
-    run.update(_stage_figures(result.record_rounds))
+    run.update(_stage_figures(result, run.get("total_audio_duration_s") or 0.0))
     run.update(
         {
             "talker_tokens": stats["talker_tokens"],

@@ -238,13 +238,25 @@ class BenchRun(BaseModel):
         None, description="95th percentile of the gaps between consecutive audio chunks, pooled over requests.")
 
 
-    # vLLM-Omni's engine: per-stage means (omnicli/vllm_omni/stage_metrics.py)
+    # vLLM-Omni's engine: per-stage figures of this pass (omnicli/benchmark/stage_metrics.py)
     stage_talker_tokens_mean: float | None = None
-    stage_talker_time_ms_mean: float | None = None
+    stage_talker_time_ms_mean: float | None = Field(
+        None, description="Mean wall time a request spent in the talker stage (waiting included).")
     stage_talker_first_output_ms_mean: float | None = None
     stage_codec_frames_mean: float | None = None
-    stage_codec_time_ms_mean: float | None = None
+    stage_codec_time_ms_mean: float | None = Field(
+        None, description="Mean wall time a request spent in the codec stage, waiting for the talker included.")
     stage_codec_first_output_ms_mean: float | None = None
+    stage_talker_busy_s: float | None = Field(
+        None, description="Wall seconds the talker stage held at least one of the pass's requests.")
+    stage_talker_cpu_s: float | None = Field(
+        None, description="CPU seconds of the talker stage's processes during the pass (at most cores x wall).")
+    stage_talker_cpu_s_per_audio_s: float | None = None
+    stage_codec_busy_s: float | None = Field(
+        None, description="Wall seconds the codec stage held at least one of the pass's requests.")
+    stage_codec_cpu_s: float | None = Field(
+        None, description="CPU seconds of the codec stage's processes during the pass: its compute, not its waits.")
+    stage_codec_cpu_s_per_audio_s: float | None = None
     talker_tokens: int
     talker_tokens_per_s: float
     codec_steps: int
@@ -538,6 +550,19 @@ class VllmRunResult(BaseModel):
     audio_continuity_c100_rate: float | None = None
     audio_continuity_c200_rate: float | None = None
     p95_inter_chunk_gap_ms: float | None = None
+    # vLLM-Omni's engine: the run's per-stage figures (vllm_format.STAGE_KEYS; key_notes says what they hold)
+    stage_talker_tokens_mean: float | None = None
+    stage_talker_time_ms_mean: float | None = None
+    stage_talker_first_output_ms_mean: float | None = None
+    stage_codec_frames_mean: float | None = None
+    stage_codec_time_ms_mean: float | None = None
+    stage_codec_first_output_ms_mean: float | None = None
+    stage_talker_busy_s: float | None = None
+    stage_talker_cpu_s: float | None = None
+    stage_talker_cpu_s_per_audio_s: float | None = None
+    stage_codec_busy_s: float | None = None
+    stage_codec_cpu_s: float | None = None
+    stage_codec_cpu_s_per_audio_s: float | None = None
     utts: list[str] | None = None
     request_rounds: list[int] | None = None
     audio_ttfps: list[float | None] | None = None

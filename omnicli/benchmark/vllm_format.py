@@ -43,6 +43,20 @@ EXTRA_KEYS = (
     "coalescing_wait_ms", "codec_ring_headroom", "machine", "failures",
     "eval",  # with `omni bench --eval`: omni eval's figures on the run's audio
 )
+# vLLM-Omni's engine: the pass's per-stage figures (omnicli/benchmark/stage_metrics.py). omni's own names:
+# vLLM-Omni's bench writes `stage_durations` and its stages report `stage_gen_time_ms`; none is reused.
+STAGE_KEYS = (
+    "stage_talker_tokens_mean", "stage_talker_time_ms_mean", "stage_talker_first_output_ms_mean",
+    "stage_codec_frames_mean", "stage_codec_time_ms_mean", "stage_codec_first_output_ms_mean",
+    "stage_talker_busy_s", "stage_talker_cpu_s", "stage_talker_cpu_s_per_audio_s",
+    "stage_codec_busy_s", "stage_codec_cpu_s", "stage_codec_cpu_s_per_audio_s",
+)
+# The note written beside them (only into files of runs that have them).
+STAGE_NOTE = ("stage_codec_cpu_s", (
+    "stage_<stage>_cpu_s: CPU seconds of the stage's processes during this run (its compute; waiting costs none; "
+    "several threads may exceed the duration); stage_<stage>_busy_s: wall seconds the stage held at least one "
+    "request; stage_<stage>_time_ms_mean: a request's wall time in the stage, waiting for the previous stage "
+    "included"))
 # Per-request lists kept only with --save-detailed (vLLM drops its own without it).
 DETAILED_KEYS = ("utts", "request_rounds", "audio_ttfps", "e2els", "audio_durations", "audio_rtfs",
                  "audio_underruns", "ref_caches", "finish_reasons")
@@ -200,11 +214,15 @@ def vllm_result(
     for key in EXTRA_KEYS:
         if key in run:
             doc[key] = run[key]
+    stage_figures = {k: run[k] for k in STAGE_KEYS if k in run}
+    doc.update(stage_figures)
     if save_detailed and detailed is not None:
         for key in DETAILED_KEYS:
             if key in detailed:
                 doc[key] = detailed[key]
     doc["key_notes"] = dict(KEY_NOTES)
+    if stage_figures:
+        doc["key_notes"][STAGE_NOTE[0]] = STAGE_NOTE[1]
     return doc
 
 

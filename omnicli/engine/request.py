@@ -171,25 +171,33 @@ class EngineStats:
     ref_hot: int = 0
     ref_cold: int = 0
     extra: dict = field(default_factory=dict)
+    # Per-stage counters of engines with stage processes (vLLM-Omni: `talker_cpu_s`, `codec_cpu_s`, ...):
+    # counters like the fields above, differenced and summed key by key.
+    stages: dict[str, float] = field(default_factory=dict)
 
     def minus(self, earlier: EngineStats) -> EngineStats:
         """Counter differences; `extra` holds facts, not counters: this (the later) snapshot's are kept."""
-        out = EngineStats(extra=dict(self.extra))
+        out = EngineStats(extra=dict(self.extra),
+                          stages={k: v - earlier.stages.get(k, 0) for k, v in self.stages.items()})
         for f in dataclasses.fields(self):
-            if f.name != "extra":
+            if f.name not in ("extra", "stages"):
                 setattr(out, f.name, getattr(self, f.name) - getattr(earlier, f.name))
         return out
 
     def plus(self, other: EngineStats) -> EngineStats:
         """Counters summed (rounds of one engine, or engines side by side); facts in `extra` merged."""
-        out = EngineStats(extra={**self.extra, **other.extra})
+        keys = dict.fromkeys([*self.stages, *other.stages])
+        out = EngineStats(extra={**self.extra, **other.extra},
+                          stages={k: self.stages.get(k, 0) + other.stages.get(k, 0) for k in keys})
         for f in dataclasses.fields(self):
-            if f.name != "extra":
+            if f.name not in ("extra", "stages"):
                 setattr(out, f.name, getattr(self, f.name) + getattr(other, f.name))
         return out
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        if not self.stages:  # an engine without stage processes writes the counters it always wrote
+            del d["stages"]
         d["mean_codec_batch_size"] = self.codec_rows / self.codec_steps if self.codec_steps else 0.0
         d["talker_tokens_per_s"] = self.talker_tokens / self.talker_time_s if self.talker_time_s else 0.0
         return d

@@ -146,7 +146,7 @@ class OmniEngine:
         self._slots = asyncio.Semaphore(max(1, min(profile.talker.max_num_seqs, profile.codec.max_num_seqs)))
         self._ids = itertools.count()
         self._busy = BusyClock()
-        self._totals = stage_metrics.StageTotals()
+        self._counters = stage_metrics.StageCounters(processes)
         self._dead: str | None = None
         self._closed = False
         self._watchdog: asyncio.Task | None = None
@@ -284,7 +284,7 @@ class OmniEngine:
             raise RequestFailed(request.request_id, "vLLM-Omni ended the request without a final output", info)
         figures = stage_metrics.from_output(final)
         stage_metrics.fill_info(info, figures, stream.samples, self.sample_rate, handed_at)
-        self._totals.add(figures, info.codec_frames)
+        self._counters.add(figures, info.codec_frames)
         if stream.samples == 0 and self.spec.no_audio_error is not None:
             raise RequestFailed(request.request_id, self.spec.no_audio_error, info)
         if info.finish_reason == "length":
@@ -361,14 +361,15 @@ class OmniEngine:
         return [write_overlay(self.overlay, run_dir)]
 
     def stats(self) -> EngineStats:
-        busy = self._busy.seconds()
-        t = self._totals
+        counters = self._counters.to_dict()
         return EngineStats(
-            talker_tokens=t.talker_tokens,
-            talker_time_s=busy,
-            codec_frames=t.codec_frames,
-            codec_compute_s=t.codec_time_s,
-            extra={"engine": "vllm-omni", "stage_totals": t.to_dict(),
+            talker_tokens=self._counters.talker_tokens,
+            talker_time_s=self._busy.seconds(),
+            codec_frames=self._counters.codec_frames,
+            # the codec stage's CPU seconds: its requests' in-stage times overlap and include waiting
+            codec_compute_s=counters["codec_cpu_s"],
+            stages=counters,
+            extra={"engine": "vllm-omni",
                    # what bench results record about the deploy overlay the profile became
                    "deploy_overlay": {"digest": self.overlay.digest, "platform": self.overlay.platform,
                                       "ignored": [f"{k}: {why}" for k, why in self.overlay.ignored]}},

@@ -6,14 +6,20 @@ request's arrival). We keep the figures a TTS benchmark reads beside its own
 request-level TTFP/E2EL/RTF: talker tokens and time, codec frames and time,
 first output per stage. The codec's frame count is ours (delivered samples
 over the codec hop): vLLM-Omni's `audio_frames` counts samples, and counts
-them again on every cumulative output.
+them again on every cumulative output. Each stage's in-flight interval
+starts when the request was handed over (vLLM-Omni submits every stage of a
+streaming pipeline then: the codec request is prewarmed at arrival) and lasts
+the stage's `stage_gen_time_ms`. StageCounters keeps the engine's per-stage
+counters, CPU seconds of each stage's processes among them. A pass's figures
+are made from these in omnicli/benchmark/stage_metrics.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+import re
 from typing import Any
+
+import psutil
 
 from omnicli.engine.request import RequestInfo
 
@@ -74,52 +80,60 @@ def fill_info(info: RequestInfo, figures: dict, samples: int, sample_rate: int, 
                 times.append(t)
             info.token_times = times
     info.stages = {name: {k: v for k, v in entry.items() if k != "inter_output_ms"} for name, entry in figures.items()}
+    for entry in info.stages.values():
+        entry["started_at"] = handed_at  # perf_counter(): with gen_time_ms, the stage's in-flight interval
     if info.stages.get("codec") is not None:
         info.stages["codec"]["frames"] = info.codec_frames
 
 
-@dataclass
-class StageTotals:
-    """Sums over finished requests, for EngineStats (monotonic)."""
+# vLLM-Omni titles each stage's engine-core process `VLLM::StageEngineCoreProc_stage<N>_replica..._DP...`;
+# the stage's workers are that process's descendants.
+_STAGE_TITLE = re.compile(r"StageEngineCoreProc_stage(\d+)_")
+STAGE_NAMES = {TALKER: "talker", CODEC: "codec"}
 
-    requests: int = 0
-    talker_tokens: int = 0
-    talker_time_s: float = 0.0
-    codec_frames: int = 0
-    codec_time_s: float = 0.0
-    talker_first_output_ms: float = 0.0
-    codec_first_output_ms: float = 0.0
+
+def stage_of(proc: psutil.Process) -> str | None:
+    """"talker" / "codec" for a stage's engine core or one of its workers; None otherwise (or gone)."""
+    try:
+        for p in (proc, *proc.parents()):
+            if match := _STAGE_TITLE.search(" ".join(p.cmdline())):
+                return STAGE_NAMES.get(match.group(1))
+    except psutil.Error:
+        return None
+    return None
+
+
+class StageCounters:
+    """The engine's per-stage counters (monotonic; EngineStats.stages): requests, talker tokens, codec
+    frames, and each stage's CPU seconds (user + system of its processes, read when asked)."""
+
+    def __init__(self, processes: list[psutil.Process]):
+        stages = {p.pid: stage_of(p) for p in processes}
+        self._stage = {pid: name for pid, name in stages.items() if name is not None}
+        self._processes = [p for p in processes if p.pid in self._stage]
+        self._cpu: dict[int, float] = {}  # pid -> last CPU seconds read (kept once the process is gone)
+        self.requests = 0
+        self.talker_tokens = 0
+        self.codec_frames = 0
 
     def add(self, figures: dict, codec_frames: int = 0) -> None:
-        talker, codec = figures.get("talker") or {}, figures.get("codec") or {}
         self.requests += 1
-        self.talker_tokens += int(talker.get("tokens_out") or 0)
-        self.talker_time_s += (talker.get("gen_time_ms") or 0.0) / 1000.0
+        self.talker_tokens += int((figures.get("talker") or {}).get("tokens_out") or 0)
         self.codec_frames += codec_frames
-        self.codec_time_s += (codec.get("gen_time_ms") or 0.0) / 1000.0
-        self.talker_first_output_ms += talker.get("first_output_ms") or 0.0
-        self.codec_first_output_ms += codec.get("first_output_ms") or 0.0
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def cpu_seconds(self) -> dict[str, float]:
+        for proc in self._processes:
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            self._cpu[proc.pid] = times.user + times.system
+        out = {name: 0.0 for name in STAGE_NAMES.values()}
+        for pid, seconds in self._cpu.items():
+            out[self._stage[pid]] += seconds
+        return out
 
-
-def summarize(infos: list[RequestInfo]) -> dict[str, float | None]:
-    """Bench-result figures over the requests' stage figures: means per stage (None when no request had them)."""
-    def mean(values: list[float]) -> float | None:
-        return sum(values) / len(values) if values else None
-
-    talker = [i.stages["talker"] for i in infos if i.stages.get("talker")]
-    codec = [i.stages["codec"] for i in infos if i.stages.get("codec")]
-    return {
-        "stage_talker_tokens_mean": mean([s["tokens_out"] for s in talker]),
-        "stage_talker_time_ms_mean": mean([s["gen_time_ms"] for s in talker if s["gen_time_ms"] is not None]),
-        "stage_talker_first_output_ms_mean": mean(
-            [s["first_output_ms"] for s in talker if s["first_output_ms"] is not None]
-        ),
-        "stage_codec_frames_mean": mean([s.get("frames", 0) for s in codec]),
-        "stage_codec_time_ms_mean": mean([s["gen_time_ms"] for s in codec if s["gen_time_ms"] is not None]),
-        "stage_codec_first_output_ms_mean": mean(
-            [s["first_output_ms"] for s in codec if s["first_output_ms"] is not None]
-        ),
-    }
+    def to_dict(self) -> dict[str, float]:
+        cpu = self.cpu_seconds()
+        return {"requests": self.requests, "talker_tokens": self.talker_tokens, "codec_frames": self.codec_frames,
+                **{f"{name}_cpu_s": cpu[name] for name in STAGE_NAMES.values()}}

@@ -11,6 +11,7 @@ from rich.table import Table
 from omnicli.benchmark.metrics import DEFAULT_PERCENTILES, DISTRIBUTIONS, percentile_key
 from omnicli.benchmark.report import group_by_shape, ratio, round_ratios
 from omnicli.benchmark.result_models import BenchDocument, BenchRun
+from omnicli.benchmark.stage_metrics import STAGES
 from omnicli.runtime.console import console, fmt_number
 from omnicli.runtime.safe_text import rich_literal as lit
 
@@ -29,10 +30,12 @@ _DIST_NAMES = {
 }
 
 
-def table_rows(run: BenchRun, percentiles: Sequence[float]) -> list[tuple[str, str | None, str]]:
+def table_rows(run: BenchRun, percentiles: Sequence[float],
+               stages: bool | None = None) -> list[tuple[str, str | None, str]]:
     """(label, result key or None, formatted value), in the order vLLM's summary prints them.
 
-    The key is set for rows whose A/B ratio means something.
+    The key is set for rows whose A/B ratio means something. `stages`: whether the per-stage rows are
+    shown (default: when the run has stage figures; a table of several runs shows them for all or none).
     """
     rows: list[tuple[str, str | None, str]] = [
         ("Completed / failed", None, f"{run.completed} / {run.failed}"),
@@ -69,6 +72,26 @@ def table_rows(run: BenchRun, percentiles: Sequence[float]) -> list[tuple[str, s
         ("Coalescing waits (n / ms)", None, f"{run.coalescing_waits} / {fmt_number(run.coalescing_wait_ms, 1)}"),
         ("Ring headroom", None, fmt_number(run.codec_ring_headroom)),
     ]
+    return rows + (stage_rows(run) if (has_stage_figures(run) if stages is None else stages) else [])
+
+
+def has_stage_figures(run: BenchRun) -> bool:
+    return any(run.figure(f"stage_{stage}_{f}") is not None for stage in STAGES for f in ("busy_s", "cpu_s"))
+
+
+def stage_rows(run: BenchRun) -> list[tuple[str, str | None, str]]:
+    """The pass's per-stage figures (engines that report stages: vLLM-Omni): in flight (wall, waiting
+    included) and CPU seconds (compute) side by side, per stage; '-' where the run has none."""
+    rows: list[tuple[str, str | None, str]] = []
+    for stage in STAGES:
+        busy, cpu = run.figure(f"stage_{stage}_busy_s"), run.figure(f"stage_{stage}_cpu_s")
+        name = stage.capitalize()
+        rows += [
+            (f"{name} stage in flight (s)", f"stage_{stage}_busy_s", fmt_number(busy, 2)),
+            (f"{name} stage CPU (s)", f"stage_{stage}_cpu_s", fmt_number(cpu, 2)),
+            (f"{name} stage CPU per audio s", f"stage_{stage}_cpu_s_per_audio_s",
+             fmt_number(run.figure(f"stage_{stage}_cpu_s_per_audio_s"), 3)),
+        ]
     return rows
 
 
@@ -96,7 +119,8 @@ def results_table(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAU
     for run in runs:
         heading = column_title(run) if len(profiles) == 1 else f"{lit(run.profile_label)} {column_title(run)}"
         table.add_column(heading, justify="right")
-    all_rows = [table_rows(r, percentiles) for r in runs]
+    stages = any(has_stage_figures(r) for r in runs)
+    all_rows = [table_rows(r, percentiles, stages) for r in runs]
     for i, (label, _, _) in enumerate(all_rows[0]):
         table.add_row(label, *(rows[i][2] for rows in all_rows))
     return table
@@ -113,7 +137,8 @@ def comparison_tables(runs: Sequence[BenchRun], percentiles: Sequence[float] = D
             table.add_column(lit(run.profile_label), justify="right")
         for run in group[1:]:
             table.add_column(f"{lit(run.profile_label)}/{lit(base.profile_label)}", justify="right")
-        rows = [table_rows(r, percentiles) for r in group]
+        stages = any(has_stage_figures(r) for r in group)
+        rows = [table_rows(r, percentiles, stages) for r in group]
         for i, (label, key, _) in enumerate(rows[0]):
             ratios = []
             for run in group[1:]:
@@ -200,11 +225,13 @@ def engine_tables(runs: Sequence[BenchRun], percentiles: Sequence[float] = DEFAU
         table = Table(title=f"per engine - {lit(run.profile_label)} {column_title(run)}")
         table.add_column("Metric")
         columns = []
-        for entry, view in zip(entries, engine_views(run)):
+        views = engine_views(run)
+        stages = any(has_stage_figures(v) for v in (run, *views) if v is not None)
+        for entry, view in zip(entries, views):
             table.add_column(f"engine {entry.engine}", justify="right")
-            columns.append(table_rows(view, percentiles) if view is not None else None)
+            columns.append(table_rows(view, percentiles, stages) if view is not None else None)
         table.add_column("total", justify="right")
-        for i, (label, _, value) in enumerate(table_rows(run, percentiles)):
+        for i, (label, _, value) in enumerate(table_rows(run, percentiles, stages)):
             table.add_row(label, *(rows[i][2] if rows is not None else "failed" for rows in columns), value)
         tables.append(table)
     return tables
