@@ -133,7 +133,8 @@ def test_overlay_file_digest_and_passthrough(tmp_path):
     )
     other = build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["codec.codec_chunk_frames=24"]))
     assert ov.digest == same.digest != other.digest
-    reported = dict(build_overlay(load_profile("qwen3-tts", platform="cpu", overrides=["codec.layer_contexts=[4]"])).ignored)
+    unread = load_profile("qwen3-tts", platform="cpu", overrides=["codec.layer_contexts=[4]"])
+    reported = dict(build_overlay(unread).ignored)
     assert "codec.layer_contexts" in reported
 
 

@@ -6,6 +6,7 @@ start; the answer is logged once and recorded in the engine's stats.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,14 @@ class CpuStages:
 
     def warnings(self) -> list[str]:
         return [w for w in (self.talker.warning, self.codec.warning) if w]
+
+    def announce(self, log: logging.Logger) -> None:
+        """Says once, at engine start, what was chosen and why (stderr; a slow explicit choice as a warning)."""
+        from omnicli.runtime.console import note
+
+        note(self.describe())
+        for warning in self.warnings():
+            log.warning(warning)
 
 
 def resolve_cpu_stages(profile: Profile, *, cores: int | None = None,
