@@ -18,8 +18,9 @@ The variants alternate within a round (old, new; the next round new, old) so loa
 Printed per variant: engine start time, peak summed PSS of the command's process tree, synth
 audio-s/s (ok rows), bench audio-s/s, mean RTF and mean first audio at c=1 and c=2, and CPU seconds
 per audio second of each stage's processes (talker stage: talker forward and code predictor
-together; codec stage), then new/old ratios (an interval from 3 rounds a side), the CPU flags and
-the load average. The machine's other load is not controlled: say so beside the figures.
+together, not separable without a sampling profiler; codec stage), then new/old ratios (an
+interval from 3 rounds a side), the CPU flags and the load average. The machine's other load is not
+controlled: say so beside the figures.
 """
 
 from __future__ import annotations
@@ -47,10 +48,18 @@ FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 class TreeWatch:
-    """Samples a command's process tree every 0.5 s: peak summed PSS, and each process's CPU seconds by stage."""
+    """Samples a command's process tree every 0.5 s: peak summed PSS, and CPU seconds per stage.
+
+    vLLM-Omni's stage processes carry no stage name we can read here (no process title without
+    setproctitle), so the two stage processes are the spawned children of the command, each counted
+    with its own workers, and the one with the larger peak PSS is the talker (at real size 3-3.5 GB
+    against the codec's 1-2 GB)."""
 
     def __init__(self, pid: int):
-        self.pid, self.peak, self.cpu = pid, 0, {}  # cpu: pid -> (stage, seconds)
+        self.pid, self.peak = pid, 0
+        self.cpu: dict[int, float] = {}  # pid -> CPU seconds
+        self.top: dict[int, int] = {}  # pid -> the command's child it descends from
+        self.top_pss: dict[int, int] = {}  # a spawned child -> its peak PSS
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -59,39 +68,37 @@ class TreeWatch:
         while not self._stop.is_set():
             self.peak = max(self.peak, tree_pss(self.pid)[1])
             try:
-                procs = psutil.Process(self.pid).children(recursive=True)
+                children = psutil.Process(self.pid).children()
             except psutil.Error:
-                procs = []
-            for p in procs:
+                children = []
+            for child in children:
                 try:
-                    t = p.cpu_times()
-                    self.cpu[p.pid] = (_stage_of(p), t.user + t.system)
+                    if "spawn_main" not in " ".join(child.cmdline()):
+                        continue
+                    procs = [child, *child.children(recursive=True)]
+                    self.top_pss[child.pid] = max(self.top_pss.get(child.pid, 0), tree_pss(child.pid)[1])
                 except psutil.Error:
                     continue
+                for p in procs:
+                    try:
+                        t = p.cpu_times()
+                    except psutil.Error:
+                        continue
+                    self.cpu[p.pid] = t.user + t.system
+                    self.top[p.pid] = child.pid
             self._stop.wait(0.5)
 
     def stop(self) -> dict[str, float]:
+        """CPU seconds of the talker stage and of the codec stage (workers included)."""
         self._stop.set()
         self._thread.join(5)
+        ranked = sorted(self.top_pss, key=self.top_pss.__getitem__, reverse=True)
+        names = dict(zip(ranked, ("talker_stage", "codec_stage"), strict=False))
         totals: dict[str, float] = {}
-        for stage, seconds in self.cpu.values():
-            totals[stage] = totals.get(stage, 0.0) + seconds
+        for pid, seconds in self.cpu.items():
+            name = names.get(self.top[pid], "other")
+            totals[name] = totals.get(name, 0.0) + seconds
         return totals
-
-
-def _stage_of(proc: psutil.Process) -> str:
-    """'stage0' / 'stage1' for a stage's engine-core process and its workers, else 'other'."""
-    p: psutil.Process | None = proc
-    while p is not None:
-        try:
-            text = " ".join([p.name(), *p.cmdline()])
-        except psutil.Error:
-            return "other"
-        for stage in ("stage0", "stage1"):
-            if stage in text or f"stage_{stage[-1]}" in text:
-                return stage
-        p = p.parent()
-    return "other"
 
 
 def run_command(args: list[str], code: Path, log: Path) -> tuple[int, str, int, dict[str, float], float]:
