@@ -50,16 +50,16 @@ FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 class TreeWatch:
     """Samples a command's process tree every 0.5 s: peak summed PSS, and CPU seconds per stage.
 
-    vLLM-Omni's stage processes carry no stage name we can read here (no process title without
-    setproctitle), so the two stage processes are the spawned children of the command, each counted
-    with its own workers, and the one with the larger peak PSS is the talker (at real size 3-3.5 GB
-    against the codec's 1-2 GB)."""
+    The stage processes are the spawned children of the command, each counted with its own workers;
+    vLLM titles them `VLLM::StageEngineCoreProc_stage0_...` once started. A stage whose title was never
+    seen is named by its peak PSS (the talker is the larger: 3-3.5 GB against the codec's 1-2 GB)."""
 
     def __init__(self, pid: int):
         self.pid, self.peak = pid, 0
         self.cpu: dict[int, float] = {}  # pid -> CPU seconds
         self.top: dict[int, int] = {}  # pid -> the command's child it descends from
         self.top_pss: dict[int, int] = {}  # a spawned child -> its peak PSS
+        self.titled: dict[int, str] = {}  # a spawned child -> its stage, from its process title
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -73,8 +73,12 @@ class TreeWatch:
                 children = []
             for child in children:
                 try:
-                    if "spawn_main" not in " ".join(child.cmdline()):
+                    title = " ".join(child.cmdline())
+                    if "spawn_main" not in title and "StageEngineCoreProc" not in title:
                         continue
+                    for stage, name in (("_stage0_", "talker_stage"), ("_stage1_", "codec_stage")):
+                        if stage in title:
+                            self.titled[child.pid] = name
                     procs = [child, *child.children(recursive=True)]
                     self.top_pss[child.pid] = max(self.top_pss.get(child.pid, 0), tree_pss(child.pid)[1])
                 except psutil.Error:
@@ -93,7 +97,7 @@ class TreeWatch:
         self._stop.set()
         self._thread.join(5)
         ranked = sorted(self.top_pss, key=self.top_pss.__getitem__, reverse=True)
-        names = dict(zip(ranked, ("talker_stage", "codec_stage"), strict=False))
+        names = {**dict(zip(ranked, ("talker_stage", "codec_stage"), strict=False)), **self.titled}
         totals: dict[str, float] = {}
         for pid, seconds in self.cpu.items():
             name = names.get(self.top[pid], "other")
