@@ -138,3 +138,19 @@ def test_the_avx2_emulation_makes_torch_answer_no_native_bf16():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
     native, evidence = out.stdout.strip().split(" ", 1)
     assert native == "0" and "AVX2" in evidence and "oneDNN bf16 no" in evidence
+
+
+def test_the_native_engine_decides_auto_dtypes_and_zero_threads_before_it_starts():
+    from omnicli.engine.engine import _stage_choices
+
+    p = load_profile("cpu", platform="cpu", overrides=["talker.dtype=auto", "codec.dtype=auto", "talker.threads=0",
+                                                       "codec.threads=0"]).profile
+    expected = resolve_cpu_stages(p)  # this machine's answer
+    decided, recorded = _stage_choices(p, "cpu")
+    assert (decided.talker.dtype, decided.codec.dtype) == (expected.talker.dtype, expected.codec.dtype)
+    threads = (decided.talker.threads, decided.codec.threads)
+    assert threads == (expected.talker_threads, expected.codec_threads) and min(threads) >= 1
+    assert recorded == expected.as_dict()
+    on_gpu, none = _stage_choices(p, "cuda")
+    assert none is None and on_gpu.codec.dtype == "float32" and on_gpu.talker.dtype == "auto"  # vLLM's choice on CUDA
+    assert min(on_gpu.talker.threads, on_gpu.codec.threads) >= 1
