@@ -12,6 +12,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo
@@ -90,6 +91,10 @@ def test_rows_are_written_typed_and_a_failed_request_fails_alone(tmp_path):
     summary = build_synth_summary(m, out, run, resolved=load_profile("cpu"))
     assert isinstance(summary, SynthSummary) and (summary.num_ok, summary.num_failed, summary.num_pending) == (2, 1, 0)
     assert plan_run(m, out).done == ["u0", "u2"]
+    # audio-s/s counts ok rows only; what the failed row produced before failing is shown apart
+    assert summary.this_run.audio_seconds == pytest.approx(0.4)
+    assert summary.this_run.failed_audio_seconds == pytest.approx(rows["u1"]["audio_seconds"])
+    assert summary.this_run.audio_throughput == pytest.approx(0.4 / summary.this_run.wall_seconds, rel=0.01)
 
 
 def test_an_engine_death_stops_the_run_and_leaves_rows_pending(tmp_path):

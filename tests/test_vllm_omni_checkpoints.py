@@ -223,3 +223,16 @@ def test_large_weights_are_written_as_shards_with_an_index(tmp_path, monkeypatch
         back = load_file(str(tmp_path / "many" / index["weight_map"][name]))[name]
         assert back.dtype == torch.bfloat16 and torch.equal(back, w)
     assert ("model.safetensors", "model.safetensors.index.json") in checkpoints.QWEN3_TTS.required  # accepted
+
+
+def test_the_stop_channel_keeps_the_final_norm_at_real_size():
+    """At 0.6B the layers' random writes put about 1.2e4 of energy into the other channels before the final
+    norm (0.12 in the tiny talker): a level of 10 left EOS at a tenth of its logit and no request stopped."""
+    import torch
+
+    from omnicli.vllm_omni.checkpoints import _STOP_LEVEL, _stop_level
+
+    assert _stop_level(64) == _STOP_LEVEL  # the tiny build is unchanged
+    level = _stop_level(1024)
+    assert float(torch.tensor(level, dtype=torch.bfloat16)) == level  # exact in the real build's dtype
+    assert level**2 / (level**2 + 1.2e4) > 0.9998

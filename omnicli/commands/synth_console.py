@@ -153,7 +153,9 @@ def print_summary(summary: SynthSummary, out: Path) -> None:
     table.add_row("invalid rows", str(summary.num_invalid_rows))
     table.add_row("audio (all ok rows)", f"{summary.audio_seconds:.2f} s")
     table.add_row("this run", f"{run.attempted} attempted in {run.wall_seconds:.2f} s, "
-                              f"{run.audio_throughput:.2f} audio-s/s")
+                              f"{run.audio_throughput:.2f} audio-s/s (ok rows)")
+    if run.failed_audio_seconds:
+        table.add_row("failed rows' audio", f"{run.failed_audio_seconds:.2f} s (not counted above)")
     if summary.retention:
         table.add_row("retained", f"{summary.retention.kept} in {summary.retention.dir}")
     table.add_row("profile", f"{summary.profile_name} ({summary.profile_digest})")

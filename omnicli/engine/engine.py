@@ -124,6 +124,28 @@ def _check_talker_fits(folder: Path, talker_cfg: TalkerConfig, platform: str) ->
     )
 
 
+def _stage_choices(profile: Profile, device: str) -> tuple[Profile, dict | None]:
+    """The profile with its `auto` dtypes and `0` thread counts decided for this machine, and (CPU) what
+    was decided and why, printed once here."""
+    from omnicli.profile.cpu_stages import resolve_cpu_stages
+    from omnicli.runtime.cpu_dtype import split_threads
+
+    if device == "cpu":
+        cpu = resolve_cpu_stages(profile)
+        cpu.announce(log)
+        talker = {"dtype": cpu.talker.dtype, "threads": cpu.talker_threads}
+        codec = {"dtype": cpu.codec.dtype, "threads": cpu.codec_threads}
+        recorded: dict | None = cpu.as_dict()
+    else:  # CUDA: vLLM picks the talker's `auto`; the codec's is float32, the native codec's default
+        threads = split_threads(profile.talker.threads, profile.codec.threads)
+        talker = {"threads": threads[0]}
+        codec = {"threads": threads[1], "dtype": "float32" if profile.codec.dtype == "auto" else profile.codec.dtype}
+        recorded = None
+    updated = profile.model_copy(update={"talker": profile.talker.model_copy(update=talker),
+                                         "codec": profile.codec.model_copy(update=codec)})
+    return updated, recorded
+
+
 class Engine:
     def __init__(
         self, resolved: ResolvedProfile, adapter: ModelAdapter, talker: Talker, codec: CodecStage, refs: ReferenceCache,
@@ -150,15 +172,16 @@ class Engine:
         self.device = resolved.platform
         self.startup_seconds = 0.0
         self.codec_cfg = codec_cfg  # the codec section with the chunk sizes this engine uses (stream_geometry)
+        self.cpu_stages: dict | None = None  # a CPU run's dtype and thread choices (profile/cpu_stages.py)
 
     # -- life cycle ------------------------------------------------------------
     @classmethod
     async def start(cls, resolved: ResolvedProfile) -> Engine:
         """Builds every stage from a resolved profile; on failure nothing is left running."""
         t0 = time.perf_counter()
-        profile = resolved.profile
-        cfg = profile.codec
         device = "cuda" if resolved.platform == "cuda" else "cpu"
+        profile, cpu_stages = _stage_choices(resolved.profile, device)
+        cfg = profile.codec
         loop = asyncio.get_running_loop()
         check_kv_cache_fits(profile.talker.kv_cache_space_gb, resolved.platform)  # before loading anything
         # Weights that cannot fit make vLLM's engine core grow until it is killed: say so first.
@@ -173,7 +196,8 @@ class Engine:
                 profile.model, seed=seed, codec_dtype=cfg.dtype, model_path=profile.model_path,
                 codec_path=profile.codec_path, options=profile.model_options))
             adapter.codec.to(device)
-            cfg = stream_geometry(resolved, adapter.stream_geometry)
+            cfg = stream_geometry(resolved, adapter.stream_geometry).model_copy(
+                update={"dtype": cfg.dtype, "threads": cfg.threads})  # as decided for this machine above
             # The largest chunk a request's Chunker emits (look-ahead frames not included: a windowed runner adds them).
             max_chunk = Chunker.from_config(adapter.num_codebooks, cfg).max_chunk_frames
             runner = _codec_runner(adapter, cfg, max_chunk, device)
@@ -194,6 +218,7 @@ class Engine:
                 stop_token_ids=adapter.stop_token_ids(),
             )
             engine = cls(resolved, adapter, talker, codec, refs, pool, outputs, cfg)
+            engine.cpu_stages = cpu_stages
             codec.start()
             engine._watchdog = asyncio.create_task(engine._watch(), name="omni-engine-watchdog")
         except BaseException as exc:
@@ -418,5 +443,5 @@ class Engine:
             ref_cold=self.refs.cold,
             # Windowed codecs have no rings: the setting means nothing there.
             extra={"codec_ring_headroom": None if self.adapter.windowed else self.profile.codec.codec_ring_headroom,
-                   "codec_chunks": describe_geometry(self.codec_cfg)},
+                   "codec_chunks": describe_geometry(self.codec_cfg), "cpu_stages": self.cpu_stages},
         )

@@ -35,7 +35,8 @@ class TalkerConfig(BaseModel):
         "v1", description="vLLM model runner; v2 is vLLM's Model Runner V2 (CUDA only)."
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Talker weight/activation dtype ('auto': vLLM picks per platform)."
+        "auto", description="Talker weight/activation dtype ('auto': on CPU bfloat16 where the CPU has native bf16, "
+        "float32 elsewhere; on CUDA vLLM's choice)."
     )
     max_num_seqs: int = Field(64, ge=1, description="Most sequences vLLM schedules at once.")
     max_num_batched_tokens: int = Field(
@@ -55,7 +56,9 @@ class TalkerConfig(BaseModel):
     cudagraph_capture_sizes: Optional[list[int]] = Field(
         None, description="Batch sizes vLLM captures CUDA graphs for (null: vLLM default)."
     )
-    threads: int = Field(1, ge=1, description="CPU threads of the talker (vLLM engine core) process.")
+    threads: int = Field(
+        1, ge=0, description="CPU threads of the talker process (0: the larger half of the machine's cores)."
+    )
     temperature: float = Field(0.9, ge=0, description="Sampling temperature (0: greedy).")
     top_k: int = Field(50, description="Top-k sampling (-1: off).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
@@ -84,8 +87,8 @@ class CodecStageConfig(BaseModel):
         description="Codec attention: sdpa (gather + PyTorch SDPA), slot (in-place on the rings), triton (CUDA only); "
         "triton_slot: vLLM-Omni's MOSS codec on CUDA only.",
     )
-    dtype: Literal["float32", "float64", "bfloat16", "float16"] = Field(
-        "float32", description="Codec decoder dtype."
+    dtype: Literal["auto", "float32", "float64", "bfloat16", "float16"] = Field(
+        "float32", description="Codec decoder dtype ('auto': as talker.dtype's 'auto')."
     )
     max_num_seqs: int = Field(64, ge=1, description="Request slots of the codec stage.")
     max_num_batched_tokens: int = Field(
@@ -115,7 +118,7 @@ class CodecStageConfig(BaseModel):
     layer_contexts: Optional[list[int]] = Field(
         None, description="Per-layer attention window in frames (null: the model's default)."
     )
-    threads: int = Field(1, ge=1, description="torch threads of the codec stage.")
+    threads: int = Field(1, ge=0, description="torch threads of the codec stage (0: half the machine's cores).")
 
     @field_validator("capture_sizes")
     @classmethod

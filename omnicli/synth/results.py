@@ -66,8 +66,10 @@ class ThisRun(BaseModel):
     left_pending: list[str] = Field(description="Cut off by a stop, an engine failure or an output folder that "
                                                 "could not be written; a resume retries them.")
     wall_seconds: float
-    audio_seconds: float
-    audio_throughput: float = Field(description="audio_seconds / wall_seconds of this run.")
+    audio_seconds: float = Field(description="Audio of this run's ok rows.")
+    audio_throughput: float = Field(description="audio_seconds / wall_seconds of this run (ok rows only).")
+    failed_audio_seconds: float = Field(0.0, description="Audio this run's failed rows produced before failing "
+                                                         "(not in audio_seconds or audio_throughput).")
 
 
 class RetentionTotals(BaseModel):

@@ -77,7 +77,9 @@ def build_synth_summary(
         elif result is not None:
             failed.append(result)
     del latest
-    run_audio = sum(r.audio_seconds for r in this_run)
+    # A failed row's audio (cut at its token budget, say) is not throughput: counted apart.
+    run_audio = sum(r.audio_seconds for r in this_run if r.status == Status.OK)
+    failed_audio = sum(r.audio_seconds for r in this_run if r.status == Status.FAILED)
     wall = run.wall_seconds if run else 0.0
     num_rows = len(manifest.rows)
     return SynthSummary(
@@ -102,6 +104,7 @@ def build_synth_summary(
             wall_seconds=round(wall, 3),
             audio_seconds=round(run_audio, 3),
             audio_throughput=round(run_audio / wall, 4) if wall else 0.0,
+            failed_audio_seconds=round(failed_audio, 3),
         ),
         retention=None if retainer is None else RetentionTotals(
             dir=str(retainer.directory), kept=retainer.kept, errors=retainer.error_messages,

@@ -279,7 +279,19 @@ def _scale_output(model, state: dict, gen, peak: float = 0.5) -> None:
 
 # The hidden dimension `make_talker_stop` reserves as a constant (the "stop" channel).
 _STOP_DIM = 0
-_STOP_LEVEL = 10.0  # its value in every input embedding: it dominates the final RMS norm
+_STOP_LEVEL = 10.0  # its value in every input embedding of the tiny talker (hidden 64): it dominates the final norm
+
+
+def _stop_level(hidden: int) -> float:
+    """The stop channel's value: large enough to hold nearly all of the final norm's input at any size.
+
+    The layers' random writes into the other channels grow with width and depth: at the final norm their
+    energy is about 0.12 for the tiny talker and 1.2e4 for the 0.6B one (28 layers, hidden 1024). A level
+    of 10 then left the channel at 2.9 after the norm instead of 32 (EOS at a tenth of its logit) while
+    the code logits spread to 0.6 (max 2): none of 3 real-size requests stopped within 98 frames. At
+    10 x (hidden / 64)^2.5 (10 tiny, 10,240 real, exact in bfloat16) the channel keeps over 99.98% and the
+    code logits stay below 0.03."""
+    return _STOP_LEVEL * (hidden / 64) ** 2.5
 
 
 def make_talker_stop(weights: dict, cfg: dict, mean_frames: float) -> float:
@@ -304,7 +316,7 @@ def make_talker_stop(weights: dict, cfg: dict, mean_frames: float) -> float:
     p = 1.0 / mean_frames
     logit = temperature * math.log(p * (top_k - 1) / (1.0 - p))
     weights["talker.text_projection.linear_fc2.weight"][k, :] = 0.0
-    weights["talker.text_projection.linear_fc2.bias"][k] = _STOP_LEVEL
+    weights["talker.text_projection.linear_fc2.bias"][k] = _stop_level(h)
     embeddings = ("talker.model.codec_embedding.", "talker.code_predictor.model.codec_embedding.")
     writes = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
     for name, w in weights.items():
@@ -415,3 +427,18 @@ def build_tiny(dest: Path, *, seed: int = 0, real_size: bool = False, stop_frame
                                              stop_frames=stop_frames) for kind in kinds}
     info["model_path_folders"] = list(kinds)
     return info
+
+
+REAL_SIZE_STOP_FRAMES = 25.0  # the real-size test and benchmark: 2 s of audio per request on average
+
+
+def real_size_checkpoint(cache_dir: Path, stop_frames: float = REAL_SIZE_STOP_FRAMES) -> Path:
+    """The real-size Base checkpoint with a stopping talker under `cache_dir`/models/, built once and reused
+    (about 30 s and 3.5 GB at peak to build, 2.7 GB on disk): what scripts/test.sh --real-size and
+    scripts/bench_real_size.py run. A folder without its BUILD_OK (a build cut short) is built again."""
+    root = cache_dir / "models" / f"qwen3-tts-real-size-stop{stop_frames:g}"
+    done = root / "BUILD_OK"
+    if not done.exists():
+        info = build_tiny_qwen3_tts(root / "base", real_size=True, kind="base", stop_frames=stop_frames)
+        done.write_text(json.dumps(info, indent=2) + "\n")
+    return root / "base"

@@ -9,6 +9,7 @@ runner's device handling below them.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -59,6 +60,7 @@ class _CpuOmniWorker(OmniWorkerMixin, CPUWorker):
     model_runner_cls: type
 
     def init_device(self):
+        _set_stage_threads(self.vllm_config)  # before vLLM's CPU worker disables torch.set_num_threads
         super().init_device()  # CPU device, distributed group, seed, and a plain CPU runner
         if self.use_v2_model_runner:  # Model Runner V2 needs Triton: the deploy overlay keeps CPU on v1
             raise RuntimeError("vLLM-Omni on CPU runs the V1 model runner only: set model_runner: v1 (platforms.cpu)")
@@ -66,6 +68,21 @@ class _CpuOmniWorker(OmniWorkerMixin, CPUWorker):
         if self.vllm_config.compilation_config.max_cudagraph_capture_size is None:
             self.vllm_config.compilation_config.max_cudagraph_capture_size = 0
         self.model_runner = self.model_runner_cls(self.vllm_config, self.device)
+
+
+def _set_stage_threads(vllm_config: Any) -> int | None:
+    """This stage's OpenMP/torch threads, from the overlay (cpu_stage.THREADS_KEY); None when it names none.
+
+    The deploy overlay gives each stage its share of the cores; without it every stage process would
+    run one thread per core and the stages would stall each other."""
+    from omnicli.vllm_omni.cpu_stage import THREADS_KEY
+
+    threads = (getattr(vllm_config, "additional_config", None) or {}).get(THREADS_KEY)
+    if not threads:
+        return None
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # for OpenMP runtimes started after this point
+    torch.set_num_threads(int(threads))
+    return int(threads)
 
 
 class CpuARWorker(_CpuOmniWorker):

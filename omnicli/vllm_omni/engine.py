@@ -172,6 +172,8 @@ class OmniEngine:
         spec.check_startable(ckpt, profile.model_options)  # before any stage starts
         AsyncOmni = _import_async_omni()
         overlay = build_overlay(resolved, ckpt, codec)
+        if overlay.cpu is not None:  # dtype and threads chosen for this CPU (cpu_stage.py)
+            overlay.cpu.announce(log)
         for key, reason in overlay.ignored:
             log.warning("profile key %s is not read by vLLM-Omni's %s pipeline: %s", key, profile.model, reason)
         for folder in run_folder.sweep():
@@ -372,7 +374,8 @@ class OmniEngine:
             extra={"engine": "vllm-omni",
                    # what bench results record about the deploy overlay the profile became
                    "deploy_overlay": {"digest": self.overlay.digest, "platform": self.overlay.platform,
-                                      "ignored": [f"{k}: {why}" for k, why in self.overlay.ignored]}},
+                                      "ignored": [f"{k}: {why}" for k, why in self.overlay.ignored]},
+                   "cpu_stages": self.overlay.cpu.as_dict() if self.overlay.cpu else None},
         )
 
 

@@ -40,6 +40,7 @@ from omnicli.profile.deploy_files import (  # noqa: F401 (packaged_deploy_dir, r
 )
 from omnicli.profile.resolved import ResolvedProfile, canonical_json
 from omnicli.profile.schema import CodecStageConfig, Profile, TalkerConfig
+from omnicli.vllm_omni.cpu_stage import CpuStages, apply_cpu_stages
 from omnicli.vllm_omni.spec import OmniFamilySpec, omni_family
 
 OVERLAY_NAME = "deploy_overlay.yaml"
@@ -48,8 +49,6 @@ GIB = 1 << 30
 
 # Profile keys with no counterpart in vLLM-Omni's pipelines: reported when set away from the default.
 NOT_READ = {
-    "talker.threads": "vLLM-Omni sizes its CPU threads itself (VLLM_CPU_OMP_THREADS_BIND), not per stage",
-    "codec.threads": "vLLM-Omni's codec stage has no thread setting",
     "codec.codec_pad_tail": "vLLM-Omni's codecs do not pad the tail chunk",
     "codec.layer_contexts": "vLLM-Omni's codecs take their attention windows from the checkpoint",
 }
@@ -63,6 +62,7 @@ class DeployOverlay:
     stage_overrides: dict[str, dict]  # AsyncOmni(stage_overrides=...): the profile's raw passthrough
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (dotted profile key, reason)
     platform: str = "cpu"  # the vLLM-Omni `platforms:` key the overlay was written for
+    cpu: CpuStages | None = None  # a CPU run's dtype and thread choices (cpu_stage.py)
 
     @property
     def digest(self) -> str:
@@ -102,18 +102,18 @@ def build_overlay(
 ) -> DeployOverlay:
     """The overlay for `resolved` (its platform decides the CPU requirements and `platforms:` key).
 
-    `checkpoint` is accepted for the engine's call and not read: the pipeline comes from the family.
+    `checkpoint`: its config sizes a CPU talker's KV cache (the pipeline itself comes from the family).
     `codec_checkpoint` (MOSS: the located audio tokenizer) replaces the one the checkpoint's config names.
     Parts: the per-stage engine keys, the connector's extras, the keys the pipeline does not read, then the
     raw passthrough and the platform section.
     """
-    del checkpoint
     p = resolved.profile
     spec = omni_family(p.model)  # ValueError naming the families for any other model
     base_path = base_deploy_path(resolved)
     base = read_deploy(base_path)
     ignored: list[tuple[str, str]] = []
     talker, codec = _stage_keys(p, resolved.platform != "cuda", ignored)
+    cpu = apply_cpu_stages(p, talker, codec, checkpoint) if resolved.platform != "cuda" else None
     _codec_backend(p, spec, codec, codec_checkpoint, ignored)
     extra = _connector_extra(p, spec, ignored)
     data: dict[str, Any] = {
@@ -125,7 +125,7 @@ def build_overlay(
     data = _with_passthrough(data, base, resolved.platform, dict(p.vllm_omni.deploy_config))
     _no_remote_code(data, base)
     return DeployOverlay(data=data, stage_overrides=copy.deepcopy(p.vllm_omni.stage_overrides), ignored=ignored,
-                         platform=resolved.platform)
+                         platform=resolved.platform, cpu=cpu)
 
 
 def _stage_keys(p: Profile, cpu: bool, ignored: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:

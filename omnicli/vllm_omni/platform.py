@@ -10,6 +10,11 @@ The platform is vLLM's `CpuPlatform` with vLLM-Omni's interface on top;
 its workers (cpu_workers.py) put vLLM-Omni's model runners on vLLM's CPU
 worker. Memory profiling is skipped on CPU, so every stage needs an explicit
 `kv_cache_memory_bytes` (the deploy overlay sets it).
+
+It is vLLM-Omni's platform, not vLLM's: vLLM builds each stage's config with
+its own `CpuPlatform.check_and_update_config`, so a hook here would never run.
+What keeps each stage's worker in its stage process is the overlay's executor
+(cpu_stage.py), which vLLM's own config handling leaves alone.
 """
 
 from __future__ import annotations
@@ -47,17 +52,6 @@ class CpuOmniPlatform(OmniPlatform, CpuPlatform):
     @classmethod
     def get_default_stage_config_path(cls) -> str:
         return "vllm_omni/model_executor/stage_configs"
-
-    @classmethod
-    def check_and_update_config(cls, vllm_config) -> None:
-        super().check_and_update_config(vllm_config)
-        # vLLM's CPU platform moves a one-process stage to its multiprocess executor (to pin
-        # OpenMP threads, which we do not do: VLLM_CPU_OMP_THREADS_BIND=nobind). Keeping the
-        # worker inside the stage's engine-core process saves one process, and its start-up
-        # imports, per stage. The native engine does the same for its talker.
-        parallel = vllm_config.parallel_config
-        if parallel.world_size == 1 and parallel.distributed_executor_backend == "mp":
-            parallel.distributed_executor_backend = "uni"
 
     @classmethod
     def supports_torch_inductor(cls) -> bool:
