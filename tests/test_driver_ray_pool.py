@@ -38,7 +38,7 @@ from omnicli.benchmark.session import (
 from omnicli.cli import app
 from omnicli.commands.json_schema import Kind, document_schema
 from omnicli.driver import LoadShape, Prompt, RequestRecord
-from omnicli.engine.request import EngineStats, TTSRequest
+from omnicli.engine.request import EngineDead, EngineStats, TTSRequest
 from tests import needs
 from tests.conftest import REPO, TEST_PROFILE_SETS
 from tests.test_bench_session import FakeEngine
@@ -256,7 +256,7 @@ def test_an_engine_that_cannot_start_ends_the_run_before_any_round(ray_cluster):
 def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_stops(ray_cluster):
     bench = fake_bench(ray_cluster, {1: {"die_after": 2}})
     results = asyncio.run(bench.run())
-    assert bench.engine_error == "engine 1: talker process exited"
+    assert str(bench.engine_error) == "engine 1: talker process exited"
     (passed,) = results  # the second load shape never ran
     run = build_engines_run(passed)
     assert [e["engine_error"] for e in run["per_engine"]] == [None, "talker process exited"]
@@ -380,7 +380,7 @@ def test_engine_faults_exit_3_with_the_engines_error(ray_cluster, monkeypatch, o
     async def run(self):  # the session's outcome, without starting engines (its own tests run them)
         if outcome == "start":
             raise EngineStartError("cpu", message="engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
-        self.engine_error = "engine 0: codec stage stopped"
+        self.engine_error = EngineDead("engine 0: codec stage stopped")
         return self.results
 
     monkeypatch.setattr(BenchSession, "run", run)

@@ -172,4 +172,4 @@ def _print_ending(outcome: BenchOutcome) -> None:
         err_console.print(f"[red]{prefix}:[/red] {escape(str(outcome.error))}")
         return
     if outcome.engine_error is not None:
-        err_console.print(f"[red]engine failed:[/red] {escape(outcome.engine_error)}")
+        err_console.print(f"[red]engine failed:[/red] {escape(str(outcome.engine_error))}")
