@@ -33,16 +33,7 @@ if TYPE_CHECKING:
     from omnicli.benchmark.prompts import PromptSet
     from omnicli.engine.request import EngineDead, EngineLike
     from omnicli.profile import ResolvedProfile
-    from omnicli.runtime.cluster import EngineResources
-
-
-@dataclass
-class RayArgs:
-    """`--ray`: N engines on a Ray cluster."""
-
-    address: str | None  # None: start a local cluster
-    resources: EngineResources
-    quiet: bool = True  # Ray's own start-up logs hidden
+    from omnicli.runtime.cluster import RayOptions
 
 
 @dataclass
@@ -66,7 +57,7 @@ class BenchArgs:
     keep_failed: Path | None = None
     bench_eval: BenchEval | None = None  # --eval, its models located already
     request_fields: dict[str, Any] = field(default_factory=dict)  # --extra-body: defaults of every prompt's request
-    ray: RayArgs | None = None
+    ray: RayOptions | None = None
     dataset: str | None = None  # --dataset-name seed-tts-text / seed-tts-design: how the manifest is read
 
 
@@ -368,6 +359,6 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
 
 
 __all__ = [
-    "BenchArgs", "BenchOutcome", "BenchRunObserver", "BenchStop", "RayArgs",
+    "BenchArgs", "BenchOutcome", "BenchRunObserver", "BenchStop",
     "run_bench", "score_passes", "start_engine",
 ]
