@@ -267,7 +267,7 @@ def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_st
 def test_an_engine_whose_actor_process_dies_is_reported(ray_cluster):
     bench = fake_bench(ray_cluster, {0: {"exit": True}}, shapes=(2,))
     (passed,) = asyncio.run(bench.run())
-    assert bench.engine_error.startswith("engine 0: the engine's Ray actor died")
+    assert str(bench.engine_error).startswith("engine 0: the engine's Ray actor died")
     assert passed.engines[1].error is None and build_engines_run(passed)["completed"] == 4
 
 
