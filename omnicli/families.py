@@ -18,13 +18,13 @@ import difflib
 import json
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omnicli.atomic import current_umask
-from omnicli.errors import UsageError
+from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED, UsageError
 from omnicli.lazy import load_ref, module_exists
 
 if TYPE_CHECKING:
@@ -222,9 +222,26 @@ def build_tiny(name: str, dest: Path, *, seed: int = 0, real_size: bool = False,
     return info
 
 
-def run_parity_checks(name: str, checkpoint: Path, *, seed: int = 0) -> list[Check]:
+@dataclass
+class ParityReport:
+    """A family's parity checks, in the order they ran; `exit_code` 1 when any mismatched (README's table)."""
+
+    checks: list[Check]
+
+    def __iter__(self) -> Iterator[Check]:
+        return iter(self.checks)
+
+    def count(self, status: str) -> int:
+        return sum(check.status == status for check in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_SOME_FAILED if self.count("mismatch") else EXIT_OK
+
+
+def run_parity_checks(name: str, checkpoint: Path, *, seed: int = 0) -> ParityReport:
     family = get_family(name)
     if family.parity_checks is None:
         known = ", ".join(n for n in family_names() if _FAMILIES[n].parity_checks)
         raise ValueError(f"no parity checks for {name!r} (known: {known})")
-    return load_ref(family.parity_checks)(checkpoint, seed=seed)
+    return ParityReport(load_ref(family.parity_checks)(checkpoint, seed=seed))

@@ -44,7 +44,6 @@ from typing import Any
 import numpy as np
 
 from omnicli.benchmark.compare import ratio_summary, run_interleaved
-from omnicli.benchmark.entrypoint import RequestDefaults
 from omnicli.benchmark.prompts import load_prompts
 from omnicli.benchmark.session import run_round
 from omnicli.driver import LoadShape
@@ -250,7 +249,8 @@ def main_run(args: argparse.Namespace) -> int:
     overlay_path = write_overlay(overlay, out)
     tmp = Path(tempfile.mkdtemp(prefix="bench-http-", dir=out))
     manifest = demo_rows(args.rows, tmp / "seed-tts")
-    prompts = load_prompts(manifest, num_prompts=args.rows, shuffle=False, max_new_tokens=args.tokens).prompts
+    prompts = load_prompts(manifest, num_prompts=args.rows, shuffle=False, max_new_tokens=args.tokens,
+                           request_fields={} if args.seed is None else {"seed": args.seed}).prompts
     print(f"overlay {overlay_path} (digest {overlay.digest}); {len(prompts)} rows; cap {args.tokens} tokens; "
           f"{slots} slots per stage", flush=True)
 
@@ -267,8 +267,6 @@ def main_run(args: argparse.Namespace) -> int:
             return 3
         print(f"server ready in {starts['http']:.0f} s", flush=True)
         engine = loop.run(OmniEngine.start(resolved))
-        if args.seed is not None:
-            engine = RequestDefaults(engine, {"seed": args.seed})
         starts["in_process"] = engine.startup_seconds
         print(f"in-process engine ready in {engine.startup_seconds:.0f} s", flush=True)
         # One discarded warm-up pass per side (first requests pay for lazy initialisation).

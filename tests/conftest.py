@@ -125,3 +125,20 @@ def no_engine(monkeypatch):
         raise AssertionError("the engine must not start on a usage error")
 
     monkeypatch.setattr(bench_entry, "start_engine", refuse)
+
+
+# --- a real resolved profile for tests that need one but no engine (issue 35 item 6) ------------
+
+_RESOLVED: dict = {}  # the shipped default, resolved once (reading its YAML takes tens of ms)
+
+
+def tiny_profile(name: str = "default"):
+    """The shipped default profile (omni-tiny) resolved for cpu, named `name`: what a session, a report or
+    a pool reads of a profile, real. Tests that give each profile its own fake engine look it up by `name`."""
+    import dataclasses
+
+    from omnicli.profile import load_profile
+
+    if "default" not in _RESOLVED:
+        _RESOLVED["default"] = load_profile("default", platform="cpu")
+    return dataclasses.replace(_RESOLVED["default"], name=name)

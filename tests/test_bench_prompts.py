@@ -48,3 +48,12 @@ def test_max_new_tokens_and_bad_reference(tmp_path):
     assert ps.prompts[0].request.max_new_tokens == 7
     assert isinstance(ps.prompts[0].request.ref_audio, np.ndarray)
     assert len(ps.errors) == 1 and f"{tmp_path / 'm.lst'}:2" in ps.errors[0]
+
+
+def test_request_fields_fill_what_a_row_leaves_unset(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"utt": "own", "text": "hi", "voice": "leah"}\n{"utt": "plain", "text": "hello"}\n')
+    ps = load_prompts(manifest, shuffle=False, request_fields={"voice": "tara", "seed": 7})  # --extra-body
+    sent = {p.utt: p.request for p in ps.prompts}
+    assert (sent["own"].voice, sent["plain"].voice) == ("leah", "tara")  # a row's own value wins
+    assert sent["own"].seed == sent["plain"].seed == 7

@@ -8,7 +8,6 @@ EngineDead when the engine as a whole can serve no more;
 
 import asyncio
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from omnicli.engine.request import (
     TTSRequest,
 )
 from tests import virtual_time
+from tests.conftest import tiny_profile
 
 SR = 1000
 
@@ -112,13 +112,14 @@ class Recorder(BenchObserver):
 
 
 def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwargs=None):
+    kwargs = engine_kwargs or {}
+
     async def start(profile):
-        engine = FakeEngine(**profile.engine_kwargs)
+        engine = FakeEngine(**kwargs.get(profile.name, {}))
         engines.append(engine)
         return engine
 
-    kwargs = engine_kwargs or {}
-    runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=kwargs.get(label, {}))) for label in labels]
+    runs = [ProfileRun(label, tiny_profile(label)) for label in labels]
     return BenchSession(runs, prompts(texts), plan, LocalPool.factory(start), observer)
 
 
@@ -331,7 +332,7 @@ def test_engine_start_failure_is_reported_per_profile():
         raise RuntimeError("no such model")
 
     plan = BenchPlan(shapes=[LoadShape()])
-    session = BenchSession([ProfileRun("x", None)], prompts(["a"]), plan, LocalPool.factory(start))
+    session = BenchSession([ProfileRun("x", tiny_profile("x"))], prompts(["a"]), plan, LocalPool.factory(start))
     with pytest.raises(EngineStartError, match="'x'.*no such model"):
         asyncio.run(session.run())
 

@@ -142,7 +142,7 @@ def test_a_fleet_engine_that_dies_ends_the_run_after_that_pass_with_the_others_f
     session = fleet_session(pool, ["a"] * 3, plan)
     (passed,) = asyncio.run(session.run())
     assert log == ["p0-c2-r0", "p0-c2-r1"]  # no third round, no second shape
-    assert session.engine_error == "engine 1: codec stage stopped"
+    assert str(session.engine_error) == "engine 1: codec stage stopped"
     assert [e.error for e in passed.engines] == [None, "codec stage stopped"]
     assert len(passed.engines[0].result.rounds) == 2 and passed.engines[1].result is None
     assert build_engines_run(passed)["completed"] == 6

@@ -10,11 +10,11 @@ real Ray actors, the last test the real omni-tiny engine through the CLI.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import jsonschema
 import numpy as np
@@ -38,9 +38,9 @@ from omnicli.benchmark.session import (
 from omnicli.cli import app
 from omnicli.commands.json_schema import Kind, document_schema
 from omnicli.driver import LoadShape, Prompt, RequestRecord
-from omnicli.engine.request import EngineStats, TTSRequest
+from omnicli.engine.request import EngineDead, EngineStats, TTSRequest
 from tests import needs
-from tests.conftest import REPO, TEST_PROFILE_SETS
+from tests.conftest import REPO, TEST_PROFILE_SETS, tiny_profile
 from tests.test_bench_session import FakeEngine
 
 SR = 1000
@@ -104,7 +104,7 @@ def test_merged_engine_stats_sum_rates_and_pool_codec_steps():
 
 
 def engine_pass(index: int, rounds, error: str | None = None) -> EnginePass:
-    run = ProfileRun("cpu", SimpleNamespace(name="cpu", digest="d1"))
+    run = ProfileRun("cpu", tiny_profile("cpu"))
     result = None
     if error is None:
         result = PassResult(run, LoadShape(concurrency=2), [RoundResult(records=r) for r in rounds], SR, "fake", "cpu",
@@ -113,7 +113,7 @@ def engine_pass(index: int, rounds, error: str | None = None) -> EnginePass:
 
 
 def test_a_failed_engine_is_listed_with_its_error_and_left_out_of_the_totals():
-    run_spec = ProfileRun("cpu", SimpleNamespace(name="cpu", digest="d1"))
+    run_spec = ProfileRun("cpu", tiny_profile("cpu"))
     passed = EnginesPass(run_spec, LoadShape(concurrency=2), [
         engine_pass(0, ENGINE_A), engine_pass(1, None, error="codec stage stopped"), engine_pass(2, ENGINE_B),
     ])
@@ -198,9 +198,9 @@ class ExitingEngine(FakeEngine):
         yield  # an async generator, like the real one
 
 
-async def fake_engines(resolved, index):
-    """The engine of actor `index` per the test's profile stand-in (`engines`: index -> FakeEngine kwargs)."""
-    kwargs = dict(resolved.engines.get(index, {}))
+async def fake_engines(engines: dict, resolved, index):
+    """The engine of actor `index` as the test asks (`engines`: index -> FakeEngine kwargs)."""
+    kwargs = dict(engines.get(index, {}))
     if kwargs.pop("fail_start", False):
         raise RuntimeError("no CUDA device 7 on this node")
     if kwargs.pop("exit", False):
@@ -213,10 +213,11 @@ def fake_bench(ray, engines: dict, *, count: int = 2, texts=("one", "two", "thre
     from omnicli.driver.ray_pool import RayPool
     from omnicli.runtime.cluster import EngineResources
 
-    run_spec = ProfileRun("fake", SimpleNamespace(name="fake", digest="d0", engines=engines))
+    run_spec = ProfileRun("fake", tiny_profile("fake"))
     prompts = [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text="r")) for i, t in enumerate(texts)]
     plan = BenchPlan(shapes=[LoadShape(concurrency=c) for c in shapes], **plan)
-    pools = RayPool.factory(ray, EngineResources(engines=count), start_engine=fake_engines, poll_s=0.05)
+    pools = RayPool.factory(ray, EngineResources(engines=count), start_engine=functools.partial(fake_engines, engines),
+                               poll_s=0.05)
     return BenchSession([run_spec], prompts, plan, pools)
 
 
@@ -256,7 +257,7 @@ def test_an_engine_that_cannot_start_ends_the_run_before_any_round(ray_cluster):
 def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_stops(ray_cluster):
     bench = fake_bench(ray_cluster, {1: {"die_after": 2}})
     results = asyncio.run(bench.run())
-    assert bench.engine_error == "engine 1: talker process exited"
+    assert str(bench.engine_error) == "engine 1: talker process exited"
     (passed,) = results  # the second load shape never ran
     run = build_engines_run(passed)
     assert [e["engine_error"] for e in run["per_engine"]] == [None, "talker process exited"]
@@ -266,7 +267,7 @@ def test_an_engine_that_dies_mid_round_is_reported_with_its_error_and_the_run_st
 def test_an_engine_whose_actor_process_dies_is_reported(ray_cluster):
     bench = fake_bench(ray_cluster, {0: {"exit": True}}, shapes=(2,))
     (passed,) = asyncio.run(bench.run())
-    assert bench.engine_error.startswith("engine 0: the engine's Ray actor died")
+    assert str(bench.engine_error).startswith("engine 0: the engine's Ray actor died")
     assert passed.engines[1].error is None and build_engines_run(passed)["completed"] == 4
 
 
@@ -380,7 +381,7 @@ def test_engine_faults_exit_3_with_the_engines_error(ray_cluster, monkeypatch, o
     async def run(self):  # the session's outcome, without starting engines (its own tests run them)
         if outcome == "start":
             raise EngineStartError("cpu", message="engine 1 (node n1) could not start: RuntimeError: no CUDA device 7")
-        self.engine_error = "engine 0: codec stage stopped"
+        self.engine_error = EngineDead("engine 0: codec stage stopped")
         return self.results
 
     monkeypatch.setattr(BenchSession, "run", run)

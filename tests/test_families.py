@@ -151,3 +151,14 @@ def test_asr_backends_come_from_one_registry(tmp_path, monkeypatch):
     assert AsrSpec.parse(f"openai-whisper:{checkpoint}").locate() == checkpoint
     with pytest.raises(AsrSetupError, match="is a folder"):
         AsrSpec.parse(f"openai-whisper:{tmp_path}").locate()
+
+
+def test_a_parity_report_exits_1_on_a_mismatch_and_0_when_checks_only_skipped():
+    from omnicli.families import ParityReport
+    from omnicli.parity.checks import Check
+
+    ok, skipped = Check("a", "ok", "1/1"), Check("b", "skipped", "-")
+    assert ParityReport([ok, skipped]).exit_code == 0
+    mixed = ParityReport([ok, Check("c", "mismatch", "0/1"), skipped])
+    assert mixed.exit_code == 1 and [c.name for c in mixed] == ["a", "c", "b"]  # iterated in the order run
+    assert (mixed.count("ok"), mixed.count("mismatch"), mixed.count("skipped")) == (1, 1, 1)

@@ -25,6 +25,7 @@ from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import EngineError, RequestFailed, TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
+from tests.conftest import tiny_profile
 from tests.test_bench_outputs import read_only  # noqa: F401 (a fixture)
 from tests.test_bench_session import FakeEngine, prompts
 from tests.test_shard import make_manifest
@@ -201,10 +202,10 @@ def session_with(engine_kwargs, labels, plan, texts=("a", "b")):
     made = []
 
     async def start(profile):
-        made.append(FakeEngine(**profile.engine_kwargs))
+        made.append(FakeEngine(**engine_kwargs.get(profile.name, {})))
         return made[-1]
 
-    runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=engine_kwargs.get(label, {}))) for label in labels]
+    runs = [ProfileRun(label, tiny_profile(label)) for label in labels]
     return BenchSession(runs, prompts(list(texts)), plan, LocalPool.factory(start)), made
 
 

@@ -15,7 +15,6 @@ stop come back in the `BenchOutcome`, with whatever completed reported.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,18 +31,9 @@ if TYPE_CHECKING:
     from omnicli.benchmark.audio_out import RoundOutputs
     from omnicli.benchmark.evaluation import BenchEval
     from omnicli.benchmark.prompts import PromptSet
-    from omnicli.engine.request import EngineLike, TTSRequest
+    from omnicli.engine.request import EngineDead, EngineLike
     from omnicli.profile import ResolvedProfile
-    from omnicli.runtime.cluster import EngineResources
-
-
-@dataclass
-class RayArgs:
-    """`--ray`: N engines on a Ray cluster."""
-
-    address: str | None  # None: start a local cluster
-    resources: EngineResources
-    quiet: bool = True  # Ray's own start-up logs hidden
+    from omnicli.runtime.cluster import RayOptions
 
 
 @dataclass
@@ -66,8 +56,8 @@ class BenchArgs:
     audio_out: Path | None = None
     keep_failed: Path | None = None
     bench_eval: BenchEval | None = None  # --eval, its models located already
-    request_fields: dict[str, Any] = field(default_factory=dict)  # --extra-body: defaults of every request
-    ray: RayArgs | None = None
+    request_fields: dict[str, Any] = field(default_factory=dict)  # --extra-body: defaults of every prompt's request
+    ray: RayOptions | None = None
     dataset: str | None = None  # --dataset-name seed-tts-text / seed-tts-design: how the manifest is read
 
 
@@ -129,7 +119,7 @@ class BenchOutcome:
     code: int  # 0 every request completed, 1 some failed
     outputs: RoundOutputs
     error: BaseException | None = None  # the engine failure (start or run) that ended it
-    engine_error: str | None = None  # a fleet's engine that stopped serving
+    engine_error: EngineDead | None = None  # a fleet's engines that stopped serving (text only when written)
     interrupted: bool = False
     fleet: bool = False  # --ray: the engines of a Ray cluster
 
@@ -152,32 +142,6 @@ async def start_engine(resolved: ResolvedProfile) -> EngineLike:
     return await start(resolved)
 
 
-class RequestDefaults:
-    """An engine whose requests get default field values (a row's own value wins): --extra-body."""
-
-    def __init__(self, engine: EngineLike, fields: dict[str, Any]):
-        self._engine = engine
-        self._fields = fields
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-    def generate(self, request: TTSRequest) -> Any:
-        unset = {k: v for k, v in self._fields.items() if getattr(request, k, None) in (None, "")}
-        return self._engine.generate(dataclasses.replace(request, **unset))
-
-    async def close(self) -> None:
-        await self._engine.close()
-
-
-def _local_pools(fields: dict[str, Any]) -> Callable[[ResolvedProfile], LocalPool]:
-    async def start(resolved: ResolvedProfile) -> EngineLike:
-        engine = await start_engine(resolved)  # looked up when called: tests replace it
-        return RequestDefaults(engine, fields) if fields else engine  # type: ignore[return-value]
-
-    return LocalPool.factory(start)
-
-
 def load_bench_prompts(args: BenchArgs) -> PromptSet:
     """The prompt set (reference audio loaded before any timing); UsageError on bad input."""
     from omnicli.benchmark.prompts import load_prompts
@@ -187,6 +151,7 @@ def load_bench_prompts(args: BenchArgs) -> PromptSet:
         prompt_set = load_prompts(
             args.manifest, num_prompts=args.num_prompts, seed=args.seed, shuffle=args.shuffle,
             max_new_tokens=args.max_new_tokens, allow_outside_paths=args.allow_outside_paths, dataset=args.dataset,
+            request_fields=args.request_fields,
         )
     except (ManifestError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
@@ -329,7 +294,8 @@ class _Run:
         results = list(session.results) if session is not None else []
         interrupted = forced or self.stop.requested
         unfinished = session.unfinished if session is not None else None
-        error = None if interrupted else (session.engine_error if session is not None else None) or self._error_text()
+        dead = session.engine_error if session is not None else None
+        error = None if interrupted else (str(dead) if dead is not None else self._error_text())
         if args.ray is None:
             return report_passes(
                 results, args.report, interrupted=interrupted, unfinished=unfinished, engine_error=error, forced=forced
@@ -348,7 +314,7 @@ class _Run:
 def _drive(run: _Run, args: BenchArgs, observer: BenchRunObserver) -> BenchSession:
     """The session of `run`, on this process's engine or on a Ray cluster, driven to its end."""
     if args.ray is None:
-        session = run.new_session(args.runs, _local_pools(args.request_fields))
+        session = run.new_session(args.runs, LocalPool.factory(start_engine))
         run.drive(session)
         return session
     from omnicli.driver.ray_pool import RayPool
@@ -393,6 +359,6 @@ def run_bench(args: BenchArgs, observer: BenchRunObserver, stop: BenchStop) -> B
 
 
 __all__ = [
-    "BenchArgs", "BenchOutcome", "BenchRunObserver", "BenchStop", "RayArgs", "RequestDefaults",
+    "BenchArgs", "BenchOutcome", "BenchRunObserver", "BenchStop",
     "run_bench", "score_passes", "start_engine",
 ]

@@ -11,11 +11,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from omnicli.benchmark.entrypoint import BenchArgs, RayArgs
-from omnicli.benchmark.outputs import ReportPlan, VllmFiles
+from omnicli.benchmark.entrypoint import BenchArgs
+from omnicli.benchmark.outputs import OutputFormat, ReportPlan, VllmFiles
 from omnicli.benchmark.seed_tts_env import seed_tts_eval
 from omnicli.benchmark.session import ProfileRun
 from omnicli.benchmark.vllm_flags import reason as lookup_flag
@@ -41,6 +40,87 @@ class OptionError(UsageError):
         super().__init__(message)
         self.message = message
         self.option = option
+
+
+@dataclass
+class BenchOptions:
+    """`omni bench`'s options as given, one field per option (the command's parameter of that name);
+    `bench_args` checks and turns them into `BenchArgs`. The defaults are the command's."""
+
+    # the prompts
+    manifest_arg: Path | None = None
+    manifest: Path | None = None
+    num_prompts: int | None = None
+    seed: int = 0
+    disable_shuffle: bool = False
+    max_new_tokens: int | None = None
+    allow_outside_paths: bool = False
+    # the load
+    concurrency: str | None = None
+    request_rate: float | None = None
+    burstiness: float = 1.0
+    ramp_up_strategy: str | None = None
+    ramp_up_start_rps: float | None = None
+    ramp_up_end_rps: float | None = None
+    warmup: int = 0
+    warmup_pass: bool = False
+    rounds: int = 1
+    # the profiles
+    profile: list[str] | None = None
+    compare: list[str] | None = None
+    interleave: bool = False
+    set_: list[str] | None = None
+    # what is reported and written
+    metric_percentiles: str = "50,90,99"
+    percentile_metrics: str | None = None
+    save_result: bool = False
+    append_result: bool = False
+    result_dir: Path | None = None
+    result_filename: str | None = None
+    label: str | None = None
+    metadata: list[str] | None = None
+    csv_path: Path | None = None
+    output_format: OutputFormat = OutputFormat.table
+    save_detailed: bool = False
+    plot: Path | None = None
+    audio_out: Path | None = None
+    eval_metrics: str | None = None
+    eval_asr: str | None = None
+    keep_failed: Path | None = None
+    report_file: Path | None = None
+    goodput: list[str] | None = None
+    plot_timeline: bool = False
+    timeline_itl_thresholds: str = "25,50"
+    disable_tqdm: bool = False
+    # --ray
+    ray: bool = False
+    ray_address: str | None = None
+    engines: int | None = None
+    gpus_per_engine: float | None = None
+    cpus_per_engine: float | None = None
+    # vLLM-Omni's dataset, request and sampling flags
+    dataset_name: str | None = None
+    dataset_path: Path | None = None
+    seed_tts_locale: str = "en"
+    seed_tts_wer_eval: bool = False
+    seed_tts_root: Path | None = None
+    extra_body: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    repetition_penalty: float | None = None
+    output_len: int | None = None
+    # vLLM's server flags: accepted, reported as not applying
+    backend: str | None = None
+    endpoint: str | None = None
+    host: str | None = None
+    port: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    tokenizer: str | None = None
+    served_model_name: str | None = None
+    ready_check_timeout_sec: str | None = None
+    trust_remote_code: bool = False
 
 
 def itl_thresholds(text: str) -> list[float]:
@@ -199,7 +279,7 @@ def load_shapes(concurrency: str | None, request_rate: float | None, burstiness:
         raise OptionError(str(exc), option=hint) from None
 
 
-def vllm_files(o: SimpleNamespace) -> VllmFiles | None:
+def vllm_files(o: BenchOptions) -> VllmFiles | None:
     """The --save-result / --plot-timeline options (a bad one exits 2); None without them."""
     from omnicli.benchmark.metrics import parse_goodput
     from omnicli.benchmark.outputs.vllm import timeline_missing
@@ -221,7 +301,7 @@ def vllm_files(o: SimpleNamespace) -> VllmFiles | None:
     return VllmFiles(o.append_result, o.label, pairs, metrics, goodput=slos, timeline=thresholds, save=save)
 
 
-def ray_resources(o: SimpleNamespace, *, refused: dict[str, bool]) -> EngineResources | None:
+def ray_resources(o: BenchOptions, *, refused: dict[str, bool]) -> EngineResources | None:
     """The engines' resources with --ray (None without); options that do not combine exit 2."""
     given = [name for name, value in (("--engines", o.engines), ("--gpus-per-engine", o.gpus_per_engine),
                                       ("--cpus-per-engine", o.cpus_per_engine), ("--ray-address", o.ray_address))
@@ -267,18 +347,19 @@ def plan_eval(metrics: str | None, asr: str | None, audio_out: Path | None, runs
     return bench_eval
 
 
-def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable[[Path | None, str], None],
+def bench_args(o: BenchOptions, *, resolve: Resolve, require_folder: Callable[[Path | None, str], None],
                info: Callable[[str], None], verbose: bool = False) -> BenchArgs:
-    """`omni bench`'s options (its parameters, by name) as `BenchArgs`; OptionError / UsageError on bad ones.
+    """`omni bench`'s options as `BenchArgs`; OptionError / UsageError on bad ones.
 
     `resolve` loads and checks a profile, `require_folder` rejects an output folder that is a file
     (the command's, shared with synth); `info` gets the notes on flags accepted and ignored."""
     from omnicli.benchmark.metrics import parse_percentiles
+    from omnicli.runtime.cluster import RayOptions
 
     if o.manifest_arg is not None and o.manifest is not None and o.manifest_arg != o.manifest:
         raise OptionError("give the manifest either as argument or with --manifest, not both",
                                  option="MANIFEST")
-    dataset_root = getattr(o, "seed_tts_root", None) or o.dataset_path  # vLLM-Omni: --seed-tts-root wins
+    dataset_root = o.seed_tts_root or o.dataset_path  # vLLM-Omni: --seed-tts-root wins
     compat = vllm_compat(
         o.dataset_name, dataset_root, o.seed_tts_locale, o.manifest or o.manifest_arg, o.extra_body, o.output_len,
         o.max_new_tokens,
@@ -314,8 +395,9 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         "--extra-body " + ",".join(compat.request_fields): bool(compat.request_fields)})
     require_folder(o.result_dir, "--result-dir")
     require_folder(audio_out, "--audio-out")
-    runs = label_profiles(list(o.profile or [None]) + list(o.compare or []), list(o.set_ or []) + compat.sets,
-                          resolve)
+    specs: list[str | None] = [*o.profile] if o.profile else [None]  # None: the default profile
+    specs += o.compare or []
+    runs = label_profiles(specs, list(o.set_ or []) + compat.sets, resolve)
     if o.interleave and len(runs) < 2:
         raise OptionError("alternates the rounds of two or more profiles: add --compare B (or a second "
                                  "--profile)", option="--interleave")
@@ -333,6 +415,6 @@ def bench_args(o: SimpleNamespace, *, resolve: Resolve, require_folder: Callable
         allow_outside_paths=o.allow_outside_paths, rounds=o.rounds, warmup=o.warmup, warmup_pass=o.warmup_pass,
         interleave=o.interleave, audio_out=audio_out, keep_failed=keep_failed, bench_eval=bench_eval,
         request_fields=compat.request_fields,
-        ray=None if resources is None else RayArgs(o.ray_address, resources, quiet=not verbose),
+        ray=None if resources is None else RayOptions(resources, o.ray_address, quiet=not verbose),
         dataset=compat.dataset,
     )

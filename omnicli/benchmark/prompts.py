@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omnicli.datasets import demo_manifest_path
 from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.driver.records import Prompt
+from omnicli.engine.request import TTSRequest
 from omnicli.manifest import ManifestRow, read_manifest
 
 DEMO_NUM_PROMPTS = 32  # the demo set has few rows: cycle it to a useful load
@@ -56,6 +59,12 @@ def select_rows(rows: Sequence[ManifestRow], num_prompts: int | None, seed: int,
     return [order[i % len(order)] for i in range(n)]
 
 
+def with_defaults(request: TTSRequest, defaults: Mapping[str, Any]) -> TTSRequest:
+    """`request` with each of `defaults` (TTSRequest fields) where the row left the field unset or empty."""
+    unset = {key: value for key, value in defaults.items() if getattr(request, key) in (None, "")}
+    return dataclasses.replace(request, **unset) if unset else request
+
+
 def load_prompts(
     manifest: str | os.PathLike | None,
     *,
@@ -65,11 +74,13 @@ def load_prompts(
     max_new_tokens: int | None = None,
     allow_outside_paths: bool = False,
     dataset: str | None = None,
+    request_fields: Mapping[str, Any] | None = None,
 ) -> PromptSet:
     """Reads the manifest (the shipped demo set when None) and builds one request per prompt.
 
     Reference audio is loaded once per distinct row, before any timing. `dataset`: vLLM-Omni's
     seed-tts-text / seed-tts-design reading of the file (omnicli.benchmark.seed_tts_sets).
+    `request_fields` (--extra-body): defaults of every request; a row's own value wins.
     Raises `omnicli.manifest.ManifestError` when the manifest cannot be read.
     """
     if manifest is None:
@@ -89,7 +100,7 @@ def load_prompts(
     built = {}
     for row in parsed.rows:
         try:
-            built[row.utt] = request_from_row(row, max_new_tokens=max_new_tokens)
+            built[row.utt] = with_defaults(request_from_row(row, max_new_tokens=max_new_tokens), request_fields or {})
         except InputError as exc:  # a bad reference; the message names file and line
             errors.append(str(exc))
             continue

@@ -97,10 +97,9 @@ def run_fields(
         "started_at": result.started_at,
         "label": result.label,
         "profile_label": result.profile.label,
-        # Sessions of stand-in profiles (tests, scripts) may lack these: issue 35 item 6 left this read open.
-        "profile_name": getattr(resolved, "name", None),
-        "profile": resolved.to_dict() if hasattr(resolved, "to_dict") else None,
-        "profile_digest": getattr(resolved, "digest", None),
+        "profile_name": resolved.name,
+        "profile": resolved.to_dict(),
+        "profile_digest": resolved.digest,
         "model": result.model,
         "device": result.device,
         "sample_rate": result.sample_rate,

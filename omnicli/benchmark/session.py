@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from omnicli.driver import STOP_GRACE_S, LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import EngineFacts, EnginePool, EngineStartError, RoundResult, run_round
-from omnicli.engine.request import EngineStats
+from omnicli.engine.request import EngineDead, EngineStats
 from omnicli.runtime.clock import utc_now
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ class BenchSession:
         self.run_dir = run_dir
         self.stop = asyncio.Event()  # Ctrl-C, SIGTERM: wind down (see the module doc)
         self.unfinished: str | None = None  # the phase a stop or an engine failure ended early
-        self.engine_error: str | None = None  # a fleet's engine that stopped serving (the run ended there)
+        self.engine_error: EngineDead | None = None  # a fleet's engines that stopped serving (the run ended there)
         self.results: list[SessionPass] = []
         self.facts: list[EngineFacts] = []  # the engines last started
         self._files_written: set[str] = set()
@@ -338,7 +338,7 @@ class BenchSession:
         """Notes a fleet's engines that stopped serving (`engine_error`); True when one did."""
         errors = [f"engine {i}: {error}" for i, error in enumerate(_errors(rounds)) if error is not None]
         if errors:
-            self.engine_error = "; ".join(errors)
+            self.engine_error = EngineDead("; ".join(errors))
         return bool(errors)
 
     async def _round(self, index: int, started: _Engines, shape: LoadShape, r: int) -> list[RoundResult]:

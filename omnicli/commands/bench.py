@@ -1,4 +1,4 @@
-"""`omni bench`: load benchmark with the engine embedded: options -> `BenchArgs` -> `run_bench` -> exit code.
+"""`omni bench`: load benchmark, engine embedded: `BenchOptions` -> `BenchArgs` -> `run_bench` -> exit code.
 
 The run itself (prompts, engines, passes, --eval, result files) is
 `omnicli.benchmark.entrypoint.run_bench`; this module renders its progress,
@@ -8,14 +8,11 @@ ends with the bench's exit code.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import typer
 from rich.markup import escape
 
 from omnicli.benchmark.entrypoint import BenchOutcome, BenchStop, run_bench
-from omnicli.benchmark.options import OptionError, bench_args
-from omnicli.benchmark.outputs import OutputFormat
+from omnicli.benchmark.options import BenchOptions, OptionError, bench_args
 from omnicli.benchmark.seed_tts_env import seed_tts_env_notes
 from omnicli.benchmark.session import EngineStartError
 from omnicli.commands import bench_options as opt
@@ -42,14 +39,14 @@ def bench(
     num_prompts: opt.NumPromptsOpt = None,
     concurrency: opt.ConcurrencyOpt = None,
     request_rate: opt.RequestRateOpt = None,
-    burstiness: opt.BurstinessOpt = 1.0,
-    seed: opt.SeedOpt = 0,
+    burstiness: opt.BurstinessOpt = BenchOptions.burstiness,
+    seed: opt.SeedOpt = BenchOptions.seed,
     disable_shuffle: opt.DisableShuffleOpt = False,
     max_new_tokens: opt.MaxNewTokensOpt = None,
-    warmup: opt.WarmupOpt = 0,
+    warmup: opt.WarmupOpt = BenchOptions.warmup,
     warmup_pass: opt.WarmupPassOpt = False,
-    rounds: opt.RoundsOpt = 1,
-    metric_percentiles: opt.MetricPercentilesOpt = "50,90,99",
+    rounds: opt.RoundsOpt = BenchOptions.rounds,
+    metric_percentiles: opt.MetricPercentilesOpt = BenchOptions.metric_percentiles,
     percentile_metrics: opt.PercentileMetricsOpt = None,
     profile: ProfilesOption = None,
     compare: opt.CompareOpt = None,
@@ -62,7 +59,7 @@ def bench(
     label: opt.LabelOpt = None,
     metadata: opt.MetadataOpt = None,
     csv_path: opt.CsvPathOpt = None,
-    output_format: opt.OutputFormatOpt = OutputFormat.table,
+    output_format: opt.OutputFormatOpt = BenchOptions.output_format,
     save_detailed: opt.SaveDetailedOpt = False,
     plot: opt.PlotOpt = None,
     audio_out: opt.AudioOutOpt = None,
@@ -78,7 +75,7 @@ def bench(
     report_file: ReportOption = None,
     dataset_name: opt.DatasetNameOpt = None,
     dataset_path: opt.DatasetPathOpt = None,
-    seed_tts_locale: opt.SeedTtsLocaleOpt = "en",
+    seed_tts_locale: opt.SeedTtsLocaleOpt = BenchOptions.seed_tts_locale,
     extra_body: opt.ExtraBodyOpt = None,
     temperature: opt.TemperatureOpt = None,
     top_p: opt.TopPOpt = None,
@@ -90,7 +87,7 @@ def bench(
     ramp_up_start_rps: opt.RampUpStartRpsOpt = None,
     ramp_up_end_rps: opt.RampUpEndRpsOpt = None,
     plot_timeline: opt.PlotTimelineOpt = False,
-    timeline_itl_thresholds: opt.TimelineItlThresholdsOpt = "25,50",
+    timeline_itl_thresholds: opt.TimelineItlThresholdsOpt = BenchOptions.timeline_itl_thresholds,
     disable_tqdm: opt.DisableTqdmOpt = False,
     seed_tts_wer_eval: opt.SeedTtsWerEvalOpt = False,
     seed_tts_root: opt.SeedTtsRootOpt = None,
@@ -131,9 +128,28 @@ def bench(
         note(line)
     for line in seed_tts_env_notes():  # and its SEED_TTS_* variables
         note(line)
+    options = BenchOptions(manifest_arg=manifest_arg, manifest=manifest, num_prompts=num_prompts,
+        concurrency=concurrency, request_rate=request_rate, burstiness=burstiness, seed=seed,
+        disable_shuffle=disable_shuffle, max_new_tokens=max_new_tokens, warmup=warmup, warmup_pass=warmup_pass,
+        rounds=rounds, metric_percentiles=metric_percentiles, percentile_metrics=percentile_metrics, profile=profile,
+        compare=compare, interleave=interleave, set_=set_, save_result=save_result, append_result=append_result,
+        result_dir=result_dir, result_filename=result_filename, label=label, metadata=metadata, csv_path=csv_path,
+        output_format=output_format, save_detailed=save_detailed, plot=plot, audio_out=audio_out,
+        eval_metrics=eval_metrics, eval_asr=eval_asr, keep_failed=keep_failed,
+        allow_outside_paths=allow_outside_paths, ray=ray, ray_address=ray_address, engines=engines,
+        gpus_per_engine=gpus_per_engine, cpus_per_engine=cpus_per_engine, report_file=report_file,
+        dataset_name=dataset_name, dataset_path=dataset_path, seed_tts_locale=seed_tts_locale, extra_body=extra_body,
+        temperature=temperature, top_p=top_p, top_k=top_k, repetition_penalty=repetition_penalty,
+        output_len=output_len, goodput=goodput, ramp_up_strategy=ramp_up_strategy,
+        ramp_up_start_rps=ramp_up_start_rps, ramp_up_end_rps=ramp_up_end_rps, plot_timeline=plot_timeline,
+        timeline_itl_thresholds=timeline_itl_thresholds, disable_tqdm=disable_tqdm,
+        seed_tts_wer_eval=seed_tts_wer_eval, seed_tts_root=seed_tts_root, backend=backend, endpoint=endpoint,
+        host=host, port=port, base_url=base_url, model=model, tokenizer=tokenizer,
+        served_model_name=served_model_name, ready_check_timeout_sec=ready_check_timeout_sec,
+        trust_remote_code=trust_remote_code)
     try:
-        args = bench_args(SimpleNamespace(**locals()), resolve=resolve_profile, require_folder=require_folder,
-                          info=note, verbose=VERBOSITY.verbose)
+        args = bench_args(options, resolve=resolve_profile, require_folder=require_folder, info=note,
+                          verbose=VERBOSITY.verbose)
     except OptionError as exc:  # click's own usage error, naming the option
         raise typer.BadParameter(exc.message, param_hint=exc.option) from None
     stop = BenchStop()
@@ -174,4 +190,4 @@ def _print_ending(outcome: BenchOutcome) -> None:
         err_console.print(f"[red]{prefix}:[/red] {escape(str(outcome.error))}")
         return
     if outcome.engine_error is not None:
-        err_console.print(f"[red]engine failed:[/red] {escape(outcome.engine_error)}")
+        err_console.print(f"[red]engine failed:[/red] {escape(str(outcome.engine_error))}")

@@ -83,12 +83,12 @@ def resolve_profile(profile: str | None, sets: list[str] | None, platform: str |
 
 def print_error(exc: OmniError) -> None:
     """The one report of an error that ends a command (omnicli.cli calls it)."""
-    style = exc.headline_style
+    style, headline = exc.headline_style, escape(exc.headline)  # a headline may name a file: [x].yaml
     if exc.message_below:
-        err_console.print(f"[{style}]{exc.headline}:[/{style}]")
+        err_console.print(f"[{style}]{headline}:[/{style}]", highlight=False)
         err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
     else:  # escaped: a message may quote brackets (pip install 'omnicli[ray]')
-        err_console.print(f"[{style}]{exc.headline}:[/{style}] {escape(str(exc))}", highlight=False)
+        err_console.print(f"[{style}]{headline}:[/{style}] {escape(str(exc))}", highlight=False)
 
 
 def require_folder(path: Path | None, option: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from omnicli.errors import EXIT_OK, EXIT_SOME_FAILED, OmniError, UsageError
+from omnicli.errors import OmniError, UsageError
 from omnicli.runtime.console import console, err_console
 
 app = typer.Typer(help="Model families the engine can run.", no_args_is_help=True)
@@ -109,7 +109,7 @@ def verify(
         else:
             check_checkpoints(family, str(checkpoint / "talker"), str(checkpoint / "codec"))
         with err_console.status(f"verifying {family} at {checkpoint}"):
-            checks = run_parity_checks(family, checkpoint, seed=seed)
+            report = run_parity_checks(family, checkpoint, seed=seed)
     except (ValueError, CheckpointMissing) as exc:  # ModelFileError too: a pickled codec, remote code
         error = UsageError(str(exc))
         error.message_below = "\n" in str(exc)
@@ -117,13 +117,12 @@ def verify(
     except Exception as exc:  # a parity check that broke: one line (exit 1), never a traceback
         raise OmniError(f"verify {family} stopped: {type(exc).__name__}: {exc}") from None
     style = {"ok": "green", "mismatch": "red", "skipped": "yellow"}
-    for c in checks:
+    for c in report:
         line = f"{c.status.upper():8} {c.name}: {c.figure}" + (f" ({c.detail})" if c.detail else "")
         console.print(f"[{style[c.status]}]{c.status.upper():8}[/]", end=" ")
         console.print(line[9:], markup=False, highlight=False, soft_wrap=True)
-    bad = [c for c in checks if c.status == "mismatch"]
-    skipped = [c for c in checks if c.status == "skipped"]
     console.print(
-        f"{len(checks) - len(bad) - len(skipped)} ok, {len(bad)} mismatched, {len(skipped)} skipped", soft_wrap=True
+        f"{report.count('ok')} ok, {report.count('mismatch')} mismatched, {report.count('skipped')} skipped",
+        soft_wrap=True,
     )
-    raise typer.Exit(EXIT_SOME_FAILED if bad else EXIT_OK)
+    raise typer.Exit(report.exit_code)

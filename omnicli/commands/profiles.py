@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from omnicli.commands.common import SetOption
-from omnicli.errors import EXIT_USAGE
-from omnicli.runtime.console import console, err_console
+from omnicli.errors import UsageError
+from omnicli.runtime.console import console
 
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
@@ -43,11 +43,11 @@ def _load(name: Optional[str], sets: Optional[list[str]], platform: Optional[Pla
 
     try:
         return load_profile(name, overrides=sets or [], platform=platform.value if platform else None)
-    except ProfileError as exc:
-        err_console.print(Text(f"profile error ({name or 'default'}):", style="red"))
-        for problem in exc.problems:
-            err_console.print(Text(f"  {problem}"))
-        raise typer.Exit(EXIT_USAGE) from None
+    except ProfileError as exc:  # every problem on a line of its own, below a headline naming the profile
+        error = UsageError("\n".join(f"  {problem}" for problem in exc.problems))
+        error.headline = f"profile error ({name or 'default'})"
+        error.message_below = True
+        raise error from None
 
 
 def _value(value: Any) -> str:
@@ -61,8 +61,7 @@ def list_profiles() -> None:
 
     presets = list_presets()
     if not presets:
-        err_console.print(Text(f"no presets found in {presets_dir()}", style="red"))
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError(f"no presets found in {presets_dir()}")
     # A line of its own, not the table's title: a title wraps at the table's width,
     # which would cut a long folder path in two even in a pipe.
     console.print(Text(f"Profiles in {presets_dir()}"), highlight=False)
@@ -132,8 +131,7 @@ def validate(
             Text(f"✓ {item}", style="green"), Text(f"({resolved.platform}, digest {resolved.digest})", style="dim")
         )
     if bad:
-        console.print(Text(f"{bad} of {len(files)} profile(s) invalid", style="red"))
-        raise typer.Exit(EXIT_USAGE)
+        raise UsageError(f"{bad} of {len(files)} profile(s) invalid")
 
 
 @app.command("diff")

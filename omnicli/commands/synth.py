@@ -22,7 +22,7 @@ from omnicli.runtime.console import VERBOSITY, set_verbosity
 from omnicli.synth.shard import ShardSpec, ShardSpecError
 
 if TYPE_CHECKING:
-    from omnicli.synth import RayOptions
+    from omnicli.runtime.cluster import RayOptions
 
 
 def _parse_shard(text: str) -> ShardSpec:
@@ -128,8 +128,7 @@ def synth(
 
 def _ray_options(ray: bool, address: str | None, engines: int, gpus: float, cpus: float) -> RayOptions | None:
     """--ray's options (exit 2 with the install hint when Ray is missing); None without --ray."""
-    from omnicli.runtime.cluster import EngineResources, import_ray
-    from omnicli.synth import RayOptions
+    from omnicli.runtime.cluster import EngineResources, RayOptions, import_ray
 
     if not ray:
         if address is not None or engines != 1 or gpus != 0 or cpus != 1:

@@ -71,6 +71,15 @@ class EngineResources:
         return max(os.cpu_count() or 1, need + 1)
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """`--ray` of `omni synth` and `omni bench`: the engines in actors of a Ray cluster, one engine per actor."""
+
+    resources: EngineResources
+    address: str | None = None  # join this cluster ('auto' or HOST:PORT); None: start a local one
+    quiet: bool = True  # Ray's own start-up output hidden
+
+
 class RayCluster:
     """Joins `address` (a running cluster: 'auto' or HOST:PORT) or starts a local one.
 

@@ -28,13 +28,13 @@ from omnicli.engine.request import EngineError
 from omnicli.errors import EXIT_ENGINE, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_SOME_FAILED, EXIT_USAGE, UsageError
 from omnicli.manifest import Manifest, ManifestRow, read_manifest
 from omnicli.runtime.clock import utc_now
+from omnicli.runtime.cluster import RayOptions
 from omnicli.synth.plan import OutputBusy, OutputLock, SynthPlan, compact_results, plan_run, tidy_out_dir
 from omnicli.synth.summary import build_synth_summary, write_summary_or_drop
 
 if TYPE_CHECKING:
     from omnicli.profile import ResolvedProfile
     from omnicli.retention import Retainer
-    from omnicli.runtime.cluster import EngineResources
     from omnicli.synth.results import SynthResult, SynthSummary
     from omnicli.synth.run import RowRun
     from omnicli.synth.shard import ShardSpec
@@ -50,15 +50,6 @@ class RunPhase(str, Enum):
     RUNNING = "running"  # rows are being admitted: `stop` is graceful now
     CLOSING = "closing"  # the engine or the pool is shutting down
     DONE = "done"  # summary.json is being written; the run is over
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """`--ray`: the rows run on a Ray actor pool, one engine per actor."""
-
-    resources: EngineResources
-    address: str | None = None  # join this cluster; None: start a local one
-    quiet: bool = True  # Ray's own start-up output hidden
 
 
 @dataclass
