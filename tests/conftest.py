@@ -1,34 +1,26 @@
 """Shared fixtures. One real engine per test session (vLLM start-up is slow).
 
 The engine lives on an event loop in a background thread, because it is
-bound to the loop it started on; tests call `harness.run(coro)` to use it.
+bound to the loop it started on; tests call `harness.run(coro)` to use it
+(`tests.fakes.EngineLoop`), or drive it from a command's own loop through
+`tests.fakes.CrossLoopEngine`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
+from tests.fakes import DEMO_MANIFEST, REPO, EngineLoop
+
+__all__ = ["DEMO_MANIFEST", "REPO"]  # re-exported: many tests import them from here
 # Small capacities keep the shared engine light on a 2-core machine.
 TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
-
-
-class EngineHarness:
-    def __init__(self, engine, loop: asyncio.AbstractEventLoop):
-        self.engine = engine
-        self.loop = loop
-
-    def run(self, coro, timeout: float = 300):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
 
 @pytest.fixture(scope="session")
@@ -37,16 +29,9 @@ def engine_harness():
     from omnicli.engine import Engine
     from omnicli.profile import load_profile
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-engine-loop", daemon=True)
-    thread.start()
-    resolved = load_profile("cpu", overrides=TEST_PROFILE_SETS)
-    engine = asyncio.run_coroutine_threadsafe(Engine.start(resolved), loop).result(600)
-    harness = EngineHarness(engine, loop)
+    harness = EngineLoop(lambda: Engine.start(load_profile("cpu", overrides=TEST_PROFILE_SETS)))
     yield harness
-    asyncio.run_coroutine_threadsafe(engine.close(), loop).result(60)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    harness.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,96 +1,19 @@
-"""Runner and session bookkeeping against a small fake engine (this component only).
-
-The fake follows the documented Engine interface: `generate` yields
-AudioChunks and raises RequestFailed after the audio it delivered, or
-EngineDead when the engine as a whole can serve no more;
-`stats()` returns monotonic counters; `close()` frees it.
-"""
+"""Runner and session bookkeeping against the small fake engine of tests/fakes.py (this component only)."""
 
 import asyncio
-import time
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
-from omnicli.driver import LoadShape, Prompt, run_request
+from omnicli.driver import LoadShape, run_request
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import (
-    AudioChunk,
-    EngineDead,
     EngineError,
     EngineStats,
-    RequestFailed,
-    RequestInfo,
-    TTSRequest,
 )
 from tests import virtual_time
-
-SR = 1000
-
-
-class FakeEngine:
-    """Chunks of `samples` every `step` s; texts select failures, empty audio or engine death.
-
-    `hang_after`: after that many requests a stage hangs, as the real engine's
-    do: a request waits `hang_s` (its stage_timeout_s), then fails with
-    EngineDead: the engine classifies the failure, callers do not ask it.
-    """
-
-    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None, hang_after=None, hang_s=0.2):
-        self.sample_rate = SR
-        self.model_name = "fake"
-        self.device = "cpu"
-        self.step, self.chunks, self.samples = step, chunks, samples
-        self.in_flight = 0
-        self.peak = 0
-        self.seen: list[str] = []
-        self.closed = False
-        self.tokens = 0
-        self.refs: set[str] = set()
-        self.die_after = die_after  # the engine as a whole stops after this many requests
-        self.hang_after, self.hang_s = hang_after, hang_s
-        self.failure: str | None = None
-
-    async def generate(self, req: TTSRequest):
-        self.seen.append(req.request_id)
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        ref = "hot" if req.ref_text in self.refs else "cold"
-        self.refs.add(req.ref_text)
-        try:
-            if self.hang_after is not None and len(self.seen) > self.hang_after:
-                await asyncio.sleep(self.hang_s)
-                self.failure = "codec stage stopped: RuntimeError('stuck')"
-                raise EngineDead(self.failure)
-            if req.text == "die" or (self.die_after is not None and len(self.seen) > self.die_after):
-                raise EngineError("talker process exited")
-            n = 0 if req.text == "empty" else self.samples
-            for i in range(self.chunks):
-                await asyncio.sleep(self.step)
-                self.tokens += 10
-                last = i == self.chunks - 1 and req.text != "fail"
-                info = RequestInfo(finish_reason="stop", ref_cache=ref) if last else None
-                yield AudioChunk(np.full(n, 0.1, np.float32), is_last=last, t=time.perf_counter(), info=info)
-            if req.text == "fail":
-                raise RequestFailed(req.request_id, "codec chunk over budget", RequestInfo(ref_cache=ref))
-        finally:
-            self.in_flight -= 1
-
-    def stats(self) -> EngineStats:
-        return EngineStats(talker_tokens=self.tokens, talker_time_s=self.tokens / 1000, codec_steps=self.tokens // 10,
-                           codec_rows=self.tokens // 10)
-
-    def write_run_files(self, run_dir):
-        return []  # as the native engine: nothing beside the results
-
-    async def close(self):
-        self.closed = True
-
-
-def prompts(texts):
-    return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]
+from tests.fakes import FakeEngine, prompts
 
 
 class Recorder(BenchObserver):
@@ -358,7 +281,6 @@ def test_plan_validation():
 
 
 def test_engine_stats_sum_counters_and_keep_facts_across_rounds():
-    from omnicli.engine.request import EngineStats
 
     before = EngineStats(talker_tokens=10, codec_steps=2, extra={"deploy_overlay": {"digest": "old"}})
     after = EngineStats(talker_tokens=25, codec_steps=5, extra={"deploy_overlay": {"digest": "abc"}})

@@ -1,0 +1,190 @@
+"""What tests share: the one fake engine, the session engine's event loop and its bridge to another
+loop, and the one manifest writer. A support module (like `needs.py`), not a test module: test
+files import from here, never from each other.
+
+The fake follows the documented Engine interface and is for unit tests of one component only
+(commands run the real engine): `generate` yields AudioChunks, raises RequestFailed for one
+request after the audio it delivered, or EngineDead when the engine as a whole can serve no more;
+`stats()` returns monotonic counters; `close()` frees it. No private field of any engine is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnicli.driver import Prompt
+from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo, TTSRequest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
+SR = 1000  # the fake's default sample rate: 100-sample chunks are 0.1 s
+
+
+class FakeEngine:
+    """`chunks` chunks of `samples` samples, one every `step` s. The text selects a behaviour:
+    "fail" fails the request after its audio, "empty" ends without audio, "hang" never ends,
+    "die" kills the engine (EngineDead for it and every later request).
+
+    `die_after`: the engine dies after that many requests. `hang_after`: after that many requests
+    a stage hangs, as the real engine's do: a request waits `hang_s` (its stage_timeout_s), then
+    fails with EngineDead; the engine classifies the failure, callers do not ask it.
+    """
+
+    channels = 1
+    model_name, device, startup_seconds = "fake", "cpu", 0.0  # what EngineLike declares
+    resolved = None  # callers that need one are given the profile
+
+    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None, hang_after=None, hang_s=0.2,
+                 sample_rate=SR):
+        self.sample_rate = sample_rate
+        self.step, self.chunks, self.samples = step, chunks, samples
+        self.die_after = die_after
+        self.hang_after, self.hang_s = hang_after, hang_s
+        self.in_flight = 0
+        self.peak = 0
+        self.seen: list[str] = []
+        self.closed = False
+        self.tokens = 0
+        self.refs: set[str] = set()
+        self.failure: str | None = None  # why the engine is dead, once it is
+
+    async def generate(self, req: TTSRequest):
+        self.seen.append(req.request_id)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        ref = "hot" if req.ref_text in self.refs else "cold"
+        self.refs.add(req.ref_text)
+        try:
+            if self.hang_after is not None and len(self.seen) > self.hang_after:
+                await asyncio.sleep(self.hang_s)
+                self.failure = "codec stage stopped: RuntimeError('stuck')"
+            if req.text == "die":
+                self.failure = self.failure or "codec stage stopped: RuntimeError('injected')"
+            if self.die_after is not None and len(self.seen) > self.die_after:
+                self.failure = self.failure or "talker process exited"
+            if self.failure:
+                raise EngineDead(self.failure)
+            if req.text == "hang":
+                await asyncio.sleep(3600)
+            n = 0 if req.text == "empty" else self.samples
+            for i in range(self.chunks):
+                await asyncio.sleep(self.step)
+                self.tokens += 10
+                last = i == self.chunks - 1 and req.text != "fail"
+                info = RequestInfo(finish_reason="stop", ref_cache=ref) if last else None
+                yield AudioChunk(np.full(n, 0.1, np.float32), is_last=last, t=time.perf_counter(), info=info)
+            if req.text == "fail":
+                raise RequestFailed(req.request_id, "codec chunk over budget", RequestInfo(ref_cache=ref))
+        finally:
+            self.in_flight -= 1
+
+    def stats(self) -> EngineStats:
+        return EngineStats(talker_tokens=self.tokens, talker_time_s=self.tokens / 1000, codec_steps=self.tokens // 10,
+                           codec_rows=self.tokens // 10)
+
+    def write_run_files(self, run_dir) -> list:
+        return []  # as the native engine: nothing beside the results
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def prompts(texts: Iterable[str]) -> list[Prompt]:
+    """Bench prompts `u0, u1, ...` over two alternating references (so the fake sees hot and cold ones)."""
+    return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]
+
+
+class EngineLoop:
+    """An engine on its own event loop in a background thread (an engine is bound to the loop it
+    started on); `run(coro)` runs a coroutine there from the test's thread."""
+
+    def __init__(self, start: Callable[[], Awaitable[Any]], timeout: float = 600, name: str = "test-engine-loop"):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        self.engine = self.run(start(), timeout)
+
+    def run(self, coro, timeout: float = 300):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self, timeout: float = 60) -> None:
+        try:
+            self.run(self.engine.close(), timeout)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+
+
+class CrossLoopEngine:
+    """An `EngineLoop`'s engine seen from another event loop (a command's own `asyncio.run`): each
+    request runs on the engine's loop and its chunks are handed over, in order, to the caller's;
+    closing is the owner's, so `close` does nothing."""
+
+    def __init__(self, harness: EngineLoop):
+        self.harness = harness
+        engine = harness.engine
+        self.resolved, self.sample_rate = engine.resolved, engine.sample_rate
+        self.model_name, self.device, self.startup_seconds = engine.model_name, engine.device, 0.0
+
+    def __getattr__(self, name):  # anything else the command reads: the engine's own
+        return getattr(self.harness.engine, name)
+
+    def stats(self):
+        return self.harness.engine.stats()
+
+    def write_run_files(self, run_dir):
+        return self.harness.engine.write_run_files(run_dir)
+
+    async def close(self) -> None:
+        pass  # the session's engine outlives one command
+
+    async def generate(self, request):
+        here = asyncio.get_running_loop()
+        handed: asyncio.Queue = asyncio.Queue()
+
+        async def pump():
+            try:
+                async for chunk in self.harness.engine.generate(request):
+                    here.call_soon_threadsafe(handed.put_nowait, (chunk, None))
+            except BaseException as exc:  # re-raised on the caller's loop
+                here.call_soon_threadsafe(handed.put_nowait, (None, exc))
+                return
+            here.call_soon_threadsafe(handed.put_nowait, (None, None))
+
+        running = asyncio.run_coroutine_threadsafe(pump(), self.harness.loop)
+        try:
+            while True:
+                chunk, error = await handed.get()
+                if error is not None:
+                    raise error
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            running.cancel()
+
+
+def demo_prompts(folder: Path) -> list[str]:
+    """Copies the demo set's reference wavs to `folder/prompts`; their paths relative to `folder`."""
+    shutil.copytree(DEMO_MANIFEST.parent / "prompts", folder / "prompts", dirs_exist_ok=True)
+    return [f"prompts/{p.name}" for p in sorted((folder / "prompts").glob("*.wav"))]
+
+
+def write_manifest(folder: Path, texts: Sequence[str] = (), *, utt: str = "u{}", ref_text: str = "",
+                   ref_audio: str | Sequence[str] = "", extra: Sequence[str] = (), name: str = "meta.lst") -> Path:
+    """Writes `folder/name`: a row `utt|ref_text|ref_audio|text` per text (`utt` formatted with the
+    row's index; a list of `ref_audio` is cycled), then the lines of `extra` as they are."""
+    folder.mkdir(parents=True, exist_ok=True)
+    audios = [ref_audio] if isinstance(ref_audio, str) else list(ref_audio)
+    rows = [f"{utt.format(i)}|{ref_text}|{audios[i % len(audios)]}|{t}" for i, t in enumerate(texts)]
+    path = folder / name
+    path.write_text("".join(line + "\n" for line in [*rows, *extra]), encoding="utf-8")
+    return path
