@@ -11,17 +11,26 @@ request after the audio it delivered, or EngineDead when the engine as a whole c
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from omnicli.benchmark.session import BenchObserver, BenchSession, ProfileRun
 from omnicli.driver import Prompt
+from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.manifest import read_manifest
+from omnicli.profile import load_profile
+from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.run import SynthRun
+from tests import virtual_time
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
@@ -100,6 +109,66 @@ class FakeEngine:
 def prompts(texts: Iterable[str]) -> list[Prompt]:
     """Bench prompts `u0, u1, ...` over two alternating references (so the fake sees hot and cold ones)."""
     return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]
+
+
+class Recorder(BenchObserver):
+    """A bench observer that remembers what it heard."""
+
+    def __init__(self):
+        self.events = []
+        self.rounds = []
+
+    def phase_start(self, description, total):
+        self.events.append(("phase", description, total))
+
+    def request_done(self, record):
+        self.events.append(("done", record.utt))
+
+    def round_done(self, run, shape, index, result, engine):
+        self.rounds.append((run.label, shape.label, index, [r.pcm is not None for r in result.records]))
+
+    def warning(self, message):
+        self.events.append(("warning", message))
+
+
+def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwargs=None):
+    """A bench session of one profile run per label over `texts`, each run's engine a FakeEngine made
+    with `engine_kwargs[label]` and appended to `engines`."""
+
+    async def start(profile):
+        engine = FakeEngine(**profile.engine_kwargs)
+        engines.append(engine)
+        return engine
+
+    kwargs = engine_kwargs or {}
+    runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=kwargs.get(label, {}))) for label in labels]
+    return BenchSession(runs, prompts(texts), plan, LocalPool.factory(start), observer)
+
+
+class StopAt(Recorder):
+    """Sets the session's stop `delay` s into the phase named `description`."""
+
+    def __init__(self, description, delay):
+        super().__init__()
+        self.description, self.delay = description, delay
+        self.session = None
+
+    def phase_start(self, description, total):
+        super().phase_start(description, total)
+        if description == self.description:
+            asyncio.get_running_loop().call_later(self.delay, self.session.stop.set)
+
+
+def run_stopped(session, observer):
+    """Runs the session on virtual time (tests/virtual_time.py); returns its length in (virtual) seconds."""
+    observer.session = session
+
+    async def timed():
+        t0 = virtual_time.now()
+        await session.run()
+        return virtual_time.now() - t0
+
+    return virtual_time.run(timed())
 
 
 class EngineLoop:
@@ -188,3 +257,13 @@ def write_manifest(folder: Path, texts: Sequence[str] = (), *, utt: str = "u{}",
     path = folder / name
     path.write_text("".join(line + "\n" for line in [*rows, *extra]), encoding="utf-8")
     return path
+
+
+def run_synth(tmp_path: Path, texts: Sequence[str], **kwargs):
+    """A `SynthRun` over a FakeEngine on a manifest of `texts`; (manifest, out, run, rows by utt)."""
+    m = read_manifest(write_manifest(tmp_path, texts))
+    out = tmp_path / "out"
+    run = SynthRun(FakeEngine(), out, resolved=load_profile("cpu"), **kwargs)
+    asyncio.run(run.run(plan_run(m, out).todo))
+    rows = {r["utt"]: r for r in map(json.loads, (out / RESULTS).read_text().splitlines())}
+    return m, out, run, rows

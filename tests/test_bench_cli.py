@@ -151,7 +151,7 @@ def test_real_run_concurrency_1_and_8(tmp_path):
 
 
 def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monkeypatch, tmp_path):
-    from tests.test_bench_session import FakeEngine
+    from tests.fakes import FakeEngine
 
     engines = []
 

@@ -17,7 +17,7 @@ from omnicli.benchmark.result_models import BenchRoundFigures
 from omnicli.benchmark.session import BenchPlan, EngineStartError
 from omnicli.driver import LoadShape
 from omnicli.driver.pool import LocalPool
-from tests.test_bench_session import FakeEngine, Recorder, StopAt, run_stopped, session_for
+from tests.fakes import FakeEngine, Recorder, StopAt, run_stopped, session_for
 
 
 class Tracker(Recorder):

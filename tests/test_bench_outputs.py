@@ -17,7 +17,7 @@ from omnicli.benchmark.audio_out import RoundOutputs
 from omnicli.benchmark.entrypoint import BenchRunObserver, score_passes
 from omnicli.cli import app
 from tests.conftest import fill_up
-from tests.test_bench_session import FakeEngine
+from tests.fakes import FakeEngine
 
 runner = CliRunner()
 

@@ -1,49 +1,17 @@
 """Runner and session bookkeeping against the small fake engine of tests/fakes.py (this component only)."""
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 
-from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
+from omnicli.benchmark.session import BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
 from omnicli.driver import LoadShape, run_request
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import (
     EngineError,
     EngineStats,
 )
-from tests import virtual_time
-from tests.fakes import FakeEngine, prompts
-
-
-class Recorder(BenchObserver):
-    def __init__(self):
-        self.events = []
-        self.rounds = []
-
-    def phase_start(self, description, total):
-        self.events.append(("phase", description, total))
-
-    def request_done(self, record):
-        self.events.append(("done", record.utt))
-
-    def round_done(self, run, shape, index, result, engine):
-        self.rounds.append((run.label, shape.label, index, [r.pcm is not None for r in result.records]))
-
-    def warning(self, message):
-        self.events.append(("warning", message))
-
-
-def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwargs=None):
-    async def start(profile):
-        engine = FakeEngine(**profile.engine_kwargs)
-        engines.append(engine)
-        return engine
-
-    kwargs = engine_kwargs or {}
-    runs = [ProfileRun(label, SimpleNamespace(engine_kwargs=kwargs.get(label, {}))) for label in labels]
-    return BenchSession(runs, prompts(texts), plan, LocalPool.factory(start), observer)
-
+from tests.fakes import FakeEngine, Recorder, StopAt, prompts, run_stopped, session_for
 
 # --- runner ---
 
@@ -174,32 +142,6 @@ def test_engine_fault_keeps_the_completed_passes_and_names_the_unfinished_one():
         asyncio.run(session.run())
     assert [r.shape.label for r in session.results] == ["c1"]
     assert session.unfinished == "a c2" and engines[0].closed
-
-
-class StopAt(Recorder):
-    """Sets the session's stop `delay` s into the phase named `description`."""
-
-    def __init__(self, description, delay):
-        super().__init__()
-        self.description, self.delay = description, delay
-        self.session = None
-
-    def phase_start(self, description, total):
-        super().phase_start(description, total)
-        if description == self.description:
-            asyncio.get_running_loop().call_later(self.delay, self.session.stop.set)
-
-
-def run_stopped(session, observer):
-    """Runs the session on virtual time (tests/virtual_time.py); returns its length in (virtual) seconds."""
-    observer.session = session
-
-    async def timed():
-        t0 = virtual_time.now()
-        await session.run()
-        return virtual_time.now() - t0
-
-    return virtual_time.run(timed())
 
 
 def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_profile():

@@ -41,7 +41,7 @@ from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.engine.request import EngineStats, TTSRequest
 from tests import needs
 from tests.conftest import REPO, TEST_PROFILE_SETS
-from tests.test_bench_session import FakeEngine
+from tests.fakes import FakeEngine
 
 SR = 1000
 runner = CliRunner()

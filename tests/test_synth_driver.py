@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import soundfile as sf
 
 from omnicli.engine.request import EngineDead
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.plan import plan_run
 from omnicli.synth.results import SynthResult, SynthSummary
 from omnicli.synth.run import SynthRun
 from omnicli.synth.summary import build_synth_summary
-from tests.fakes import FakeEngine, write_manifest
-
-
-def manifest(tmp_path, texts):
-    return read_manifest(write_manifest(tmp_path, texts))
-
-
-def run_synth(tmp_path, texts, **kwargs):
-    m = manifest(tmp_path, texts)
-    out = tmp_path / "out"
-    run = SynthRun(FakeEngine(), out, resolved=load_profile("cpu"), **kwargs)
-    asyncio.run(run.run(plan_run(m, out).todo))
-    rows = {r["utt"]: r for r in map(json.loads, (out / RESULTS).read_text().splitlines())}
-    return m, out, run, rows
+from tests.fakes import FakeEngine, run_synth, write_manifest
 
 
 def test_rows_are_written_typed_and_a_failed_request_fails_alone(tmp_path):
@@ -51,7 +37,7 @@ def test_an_engine_death_stops_the_run_and_leaves_rows_pending(tmp_path):
 
 
 def test_a_stop_leaves_requests_in_flight_pending_after_the_grace(tmp_path):
-    m = manifest(tmp_path, ["one", "hang", "hang", "never"])
+    m = read_manifest(write_manifest(tmp_path, ["one", "hang", "hang", "never"]))
     out = tmp_path / "out"
     run = SynthRun(FakeEngine(), out, resolved=load_profile("cpu"), concurrency=2, grace_s=0.05)
 

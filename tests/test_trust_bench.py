@@ -25,8 +25,8 @@ from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import EngineError, RequestFailed, TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
+from tests.fakes import FakeEngine, prompts
 from tests.test_bench_outputs import read_only  # noqa: F401 (a fixture)
-from tests.test_bench_session import FakeEngine, prompts
 from tests.test_shard import make_manifest
 
 runner = CliRunner()
