@@ -241,6 +241,24 @@ class CrossLoopEngine:
             running.cancel()
 
 
+def share_session_engine(patch, harness: EngineLoop, *, same_profile: bool = True) -> list[str]:
+    """Hands every native engine start (`Engine.start`) in a command run in-process the session's
+    engine through a CrossLoopEngine, so the command pays no start-up; returns the names of the
+    profiles asked for, in order. `same_profile`: a start for another profile fails the test."""
+    from omnicli.engine import Engine
+
+    starts: list[str] = []
+
+    async def start(resolved):
+        if same_profile:
+            assert resolved.digest == harness.engine.resolved.digest, "the command must ask for the session's profile"
+        starts.append(resolved.name)
+        return CrossLoopEngine(harness)
+
+    patch.setattr(Engine, "start", staticmethod(start))
+    return starts
+
+
 def demo_prompts(folder: Path) -> list[str]:
     """Copies the demo set's reference wavs to `folder/prompts`; their paths relative to `folder`."""
     shutil.copytree(DEMO_MANIFEST.parent / "prompts", folder / "prompts", dirs_exist_ok=True)

@@ -195,7 +195,7 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
 
     import omnicli.benchmark.entrypoint as bench_entry
     from omnicli.cli import app
-    from tests.test_dropin_ci_engine import CrossLoopEngine
+    from tests.fakes import CrossLoopEngine
 
     starts = []
 

