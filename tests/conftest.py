@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import DEMO_MANIFEST, REPO, EngineLoop
+from tests.fakes import DEMO_MANIFEST, REPO, EngineLoop, TokenEngine
 
 __all__ = ["DEMO_MANIFEST", "REPO"]  # re-exported: many tests import them from here
 # Small capacities keep the shared engine light on a 2-core machine.
@@ -37,6 +37,20 @@ def engine_harness():
 @pytest.fixture(scope="session")
 def engine(engine_harness):
     return engine_harness.engine
+
+
+@pytest.fixture
+def token_engine(monkeypatch) -> TokenEngine:
+    """`omni bench` in-process on a TokenEngine (tests/fakes.py) that keeps the requests it was asked."""
+    import omnicli.benchmark.entrypoint as bench_entry
+
+    fake = TokenEngine()
+
+    async def start(resolved):
+        return fake
+
+    monkeypatch.setattr(bench_entry, "start_engine", start)
+    return fake
 
 
 def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:

@@ -106,6 +106,36 @@ class FakeEngine:
         self.closed = True
 
 
+class TokenEngine(FakeEngine):
+    """The fake with the talker's token timings, for vLLM's latency keys: a talker output every
+    `step` s (the first after `first`), a chunk of 50 samples every 2 outputs, the RequestInfo on a
+    last, empty chunk. Text "fail" fails after some audio, "empty" ends without audio. Keeps the
+    requests it was asked (`requests`)."""
+
+    model_name = "fake/tiny"
+
+    def __init__(self, tokens=6, first=0.004, step=0.002):
+        super().__init__(step=step)
+        self.talker_tokens, self.first = tokens, first
+        self.requests: list[TTSRequest] = []
+
+    async def generate(self, req: TTSRequest):
+        self.requests.append(req)
+        info = RequestInfo(prompt_tokens=len(req.text), submitted_at=time.perf_counter())
+        await asyncio.sleep(self.first)
+        for i in range(self.talker_tokens):
+            if i:
+                await asyncio.sleep(self.step)
+            info.token_times.append(time.perf_counter())
+            info.first_token_at = info.token_times[0]
+            info.talker_tokens += 1
+            if i % 2 == 1 and req.text != "empty":
+                if req.text == "fail" and i > 2:
+                    raise RequestFailed(req.request_id, "boom", info)
+                yield AudioChunk(np.zeros(50, np.float32), False, time.perf_counter())
+        yield AudioChunk(np.zeros(0, np.float32), True, time.perf_counter(), info)
+
+
 def prompts(texts: Iterable[str]) -> list[Prompt]:
     """Bench prompts `u0, u1, ...` over two alternating references (so the fake sees hot and cold ones)."""
     return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]

@@ -3,9 +3,13 @@ environment variables are in `omni bench --help`."""
 
 from __future__ import annotations
 
+from typer.testing import CliRunner
+
 from omnicli.benchmark.seed_tts_env import SEED_TTS_VARS, seed_tts_env_notes
 from omnicli.cli import app
-from tests.test_dropin_vllm_readers import engine, manifest, runner  # noqa: F401  (engine: a fixture)
+from tests.fakes import write_manifest
+
+runner = CliRunner()
 
 
 def test_only_the_variables_set_are_named():
@@ -17,10 +21,10 @@ def test_only_the_variables_set_are_named():
             "SEED_TTS_UTMOS_EVAL", "SEED_TTS_WAVLM_MODEL"} <= set(SEED_TTS_VARS)
 
 
-def test_a_bench_run_names_them_once(engine, tmp_path, monkeypatch):  # noqa: F811
+def test_a_bench_run_names_them_once(token_engine, tmp_path, monkeypatch):
     monkeypatch.setenv("SEED_TTS_EVAL_DEVICE", "cuda:0")
     monkeypatch.setenv("SEED_TTS_WER_SAVE_AUDIO_DIR", str(tmp_path / "wavs"))
-    result = runner.invoke(app, ["bench", str(manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
+    result = runner.invoke(app, ["bench", str(write_manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert result.output.count("$SEED_TTS_EVAL_DEVICE is vLLM-Omni's and ignored") == 1
     assert "$SEED_TTS_WER_SAVE_AUDIO_DIR is vLLM-Omni's and ignored here: use --audio-out DIR" in result.output
