@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import DEMO_MANIFEST, REPO, EngineLoop, TokenEngine
-
-__all__ = ["DEMO_MANIFEST", "REPO"]  # re-exported: many tests import them from here
+REPO = Path(__file__).resolve().parent.parent
+DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 # Small capacities keep the shared engine light on a 2-core machine.
 TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
 
@@ -28,6 +27,7 @@ def engine_harness():
     """The real omni-tiny engine (vLLM talker + codec), started once per session."""
     from omnicli.engine import Engine
     from omnicli.profile import load_profile
+    from tests.fakes import EngineLoop
 
     harness = EngineLoop(lambda: Engine.start(load_profile("cpu", overrides=TEST_PROFILE_SETS)))
     yield harness
@@ -40,9 +40,10 @@ def engine(engine_harness):
 
 
 @pytest.fixture
-def token_engine(monkeypatch) -> TokenEngine:
+def token_engine(monkeypatch):
     """`omni bench` in-process on a TokenEngine (tests/fakes.py) that keeps the requests it was asked."""
     import omnicli.benchmark.entrypoint as bench_entry
+    from tests.fakes import TokenEngine
 
     fake = TokenEngine()
 
@@ -51,6 +52,13 @@ def token_engine(monkeypatch) -> TokenEngine:
 
     monkeypatch.setattr(bench_entry, "start_engine", start)
     return fake
+
+
+@pytest.fixture
+def fresh_engine_state(engine_harness, monkeypatch):
+    """Undoes the sticky engine-wide failure a test may provoke on the shared engine."""
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
+    return engine_harness.engine
 
 
 def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -74,10 +82,11 @@ def demo_copy(tmp_path: Path) -> Path:
     return dest / "meta.lst"
 
 
-def mount_tmpfs(mount_point: Path, size: str = "256k") -> str | None:
+def mount_tmpfs(mount_point: Path, size: str = "256k", read_only: bool = False) -> str | None:
     """Mounts a real tmpfs of `size` at `mount_point`; returns why not, or None."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount_point)],
+    options = f"size={size},mode=0755" + (",ro" if read_only else "")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
                           capture_output=True, text=True)
     return None if proc.returncode == 0 else f"cannot mount a tmpfs here: {proc.stderr.strip()}"
 
@@ -86,19 +95,28 @@ def unmount(mount_point: Path) -> None:
     subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
-    without mocks. Needs permission to mount (root in the test container);
-    skipped elsewhere."""
-    mount_point = tmp_path / "small"
-    why_not = mount_tmpfs(mount_point)
+def _mounted(mount_point: Path, **options):
+    why_not = mount_tmpfs(mount_point, **options)
     if why_not:
         pytest.skip(why_not)
     try:
         yield mount_point
     finally:
         unmount(mount_point)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
+    without mocks. Needs permission to mount (root in the test container);
+    skipped elsewhere."""
+    yield from _mounted(tmp_path / "small")
+
+
+@pytest.fixture
+def read_only(tmp_path: Path):
+    """A real read-only filesystem (a tmpfs mounted ro): nothing can be written under it."""
+    yield from _mounted(tmp_path / "ro", size="64k", read_only=True)
 
 
 def fill_up(folder: Path, leave: int = 0) -> Path:

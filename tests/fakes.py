@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from omnicli.benchmark.session import BenchObserver, BenchSession, ProfileRun
-from omnicli.driver import Prompt
+from omnicli.benchmark.outputs import ReportPlan
+from omnicli.benchmark.session import BenchObserver, BenchSession, PassResult, ProfileRun, RoundResult
+from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.manifest import read_manifest
@@ -31,9 +32,8 @@ from omnicli.profile import load_profile
 from omnicli.synth.plan import RESULTS, plan_run
 from omnicli.synth.run import SynthRun
 from tests import virtual_time
+from tests.conftest import DEMO_MANIFEST
 
-REPO = Path(__file__).resolve().parent.parent
-DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 SR = 1000  # the fake's default sample rate: 100-sample chunks are 0.1 s
 
 
@@ -315,3 +315,62 @@ def run_synth(tmp_path: Path, texts: Sequence[str], **kwargs):
     asyncio.run(run.run(plan_run(m, out).todo))
     rows = {r["utt"]: r for r in map(json.loads, (out / RESULTS).read_text().splitlines())}
     return m, out, run, rows
+
+
+def synth_on(harness: EngineLoop, manifest: Path, out: Path, **kwargs) -> SynthRun:
+    """A `SynthRun` of every row of `manifest` still to do, on the harness's engine (its own loop)."""
+    parsed = read_manifest(manifest)
+    run = SynthRun(harness.engine, out, **kwargs)
+    harness.run(run.run(plan_run(parsed, out).todo))
+    return run
+
+
+def results_by_utt(out: Path) -> dict[str, dict]:
+    """The rows of `out`'s results.jsonl by utterance id."""
+    return {row["utt"]: row for row in map(json.loads, (out / RESULTS).read_text().splitlines())}
+
+
+def bench_record(utt, start, times, samples, error=None, ref="cold", pcm=None) -> RequestRecord:
+    """One request's record as the driver makes it: chunks of `samples` delivered at `times`."""
+    return RequestRecord(
+        utt=utt,
+        request_id=f"id-{utt}",
+        start=start,
+        end=times[-1] if times and not error else start + 1,
+        sample_rate=SR,
+        chunk_times=times,
+        chunk_samples=samples,
+        error=error,
+        ref_cache=ref,
+        finish_reason="stop",
+        text="some text",
+        pcm=pcm,
+    )
+
+
+def bench_pass(profile, label="a", concurrency=1, speed=1.0) -> PassResult:
+    """A pass of three requests (two with audio, `speed` times as slow, one failed) made by hand."""
+    records = [
+        bench_record("u0", 0.0, [0.1 * speed, 0.5 * speed], [500, 500]),
+        bench_record("u1", 0.0, [0.2 * speed, 1.0 * speed], [1000, 1000], ref="hot"),
+        bench_record("u2", 0.1, [0.3], [0], error="boom"),
+    ]
+    stats = EngineStats(talker_tokens=400, talker_time_s=2.0, codec_steps=10, codec_rows=25, coalescing_waits=3,
+                        coalescing_wait_ms=4.5)
+    return PassResult(profile=ProfileRun(label, profile), shape=LoadShape(concurrency=concurrency),
+                      rounds=[RoundResult(records, stats)], sample_rate=SR, model="omni-tiny", device="cpu",
+                      started_at="2025-01-01T00:00:00+00:00", num_prompts=3, warmup_requests=2)
+
+
+def bench_sweep(profile) -> list[PassResult]:
+    """A sweep of two profiles (an A/B) at concurrency 1 and 4, made by hand."""
+    return [bench_pass(profile, label, c, speed=speed) for label, speed in (("a", 1.0), ("b", 0.5)) for c in (1, 4)]
+
+
+REPORT_PERCENTILES = [50.0, 90.0, 99.9]
+
+
+def report_plan(tmp_path: Path, **options) -> ReportPlan:
+    """What `omni bench` would be asked to write under `tmp_path/results` (detailed unless told)."""
+    return ReportPlan(REPORT_PERCENTILES, "2026-12-01T00:00:00+00:00", options.pop("detailed", True),
+                      tmp_path / "results", None, options.pop("plot", None), **options)
