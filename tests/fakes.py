@@ -21,16 +21,22 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import soundfile as sf
+from typer.testing import CliRunner
 
 from omnicli.benchmark.outputs import ReportPlan
 from omnicli.benchmark.session import BenchObserver, BenchSession, PassResult, ProfileRun, RoundResult
+from omnicli.cli import app
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
-from omnicli.synth.plan import RESULTS, plan_run
+from omnicli.synth.plan import RESULTS, SUMMARY, input_digest, plan_run
+from omnicli.synth.results import Status, SynthResult
 from omnicli.synth.run import SynthRun
+from omnicli.synth.shard import ShardSpec, select_shard
+from omnicli.synth.summary import build_synth_summary, write_summary
 from tests import virtual_time
 from tests.conftest import DEMO_MANIFEST
 
@@ -374,3 +380,71 @@ def report_plan(tmp_path: Path, **options) -> ReportPlan:
     """What `omni bench` would be asked to write under `tmp_path/results` (detailed unless told)."""
     return ReportPlan(REPORT_PERCENTILES, "2026-12-01T00:00:00+00:00", options.pop("detailed", True),
                       tmp_path / "results", None, options.pop("plot", None), **options)
+
+
+# -- hand-made shard folders ------------------------------------------------------------------
+
+SHARD_SR = 24000
+
+
+def make_manifest(folder: Path, n: int, extra: Sequence[str] = ()) -> Path:
+    """A manifest of `n` rows `u00|||Sentence 0.` ..., then the lines of `extra`."""
+    return write_manifest(folder, [f"Sentence {i}." for i in range(n)], utt="u{:02d}", extra=extra)
+
+
+def make_shard(
+    out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), skip=(), limit=None, profile_sets=()
+) -> Path:
+    """What `omni synth MANIFEST --out OUT --shard SPEC` leaves: wavs, typed rows, a summary."""
+    resolved = load_profile("cpu", overrides=list(profile_sets))
+    parsed = select_shard(read_manifest(manifest).limited(limit), spec)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for row in parsed.rows:
+        if row.utt in skip:
+            continue
+        result = SynthResult(
+            utt=row.utt,
+            status=Status.OK,
+            line=row.line_no,
+            input_digest=input_digest(row),
+            profile_digest=resolved.digest,
+        )
+        if row.utt in failed:
+            result.status, result.error = Status.FAILED, "injected"
+        else:
+            frames = 240 * (1 + row.line_no % 50)  # a different length per row, so a mix-up shows
+            sf.write(out / f"{row.utt}.wav", np.full(frames, 0.05, np.float32), SHARD_SR)
+            result.wav, result.audio_seconds = f"{row.utt}.wav", frames / SHARD_SR
+        rows.append(result.to_line() + "\n")
+    (out / RESULTS).write_text("".join(rows))
+    write_summary(
+        out,
+        build_synth_summary(
+            parsed, out, None, resolved=resolved, limit=limit, started_at="t0", shard=str(spec) if spec else None
+        ),
+    )
+    return out
+
+
+def make_shards(tmp_path: Path, manifest: Path, count: int, **kwargs) -> list[Path]:
+    """`make_shard` for every shard of `count`, in tmp_path/shard-I."""
+    return [make_shard(tmp_path / f"shard-{i}", manifest, ShardSpec(i, count), **kwargs) for i in range(count)]
+
+
+def merge(*args) -> object:
+    """`omni synth-merge ARGS` in-process."""
+    return CliRunner().invoke(app, ["synth-merge", *map(str, args)])
+
+
+def summary_of(folder: Path) -> dict:
+    """A run folder's summary.json."""
+    return json.loads((folder / SUMMARY).read_text())
+
+
+def words(output: str) -> str:
+    """`output` with every run of white space one space: messages match however a console wrapped them."""
+    return " ".join(output.split())
+
+
+# -- the split -----------------------------------------------------------------------------

@@ -25,8 +25,7 @@ from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import EngineError, RequestFailed, TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
-from tests.fakes import FakeEngine, prompts
-from tests.test_shard import make_manifest
+from tests.fakes import FakeEngine, make_manifest, prompts
 
 runner = CliRunner()
 
