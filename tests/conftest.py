@@ -61,6 +61,27 @@ def fresh_engine_state(engine_harness, monkeypatch):
     return engine_harness.engine
 
 
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """`tiny_checkpoint(family)`: that family's random-weight checkpoint in the published layout,
+    built once per session through `omni models build-tiny` and shared by every test that asks."""
+    from typer.testing import CliRunner
+
+    from omnicli.cli import app
+
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in built:
+            dest = tmp_path_factory.mktemp(family) / "ckpt"
+            result = CliRunner().invoke(app, ["models", "build-tiny", family, str(dest)])
+            assert result.exit_code == 0, result.output
+            built[family] = dest
+        return built[family]
+
+    return get
+
+
 def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
     """Runs `python -m omnicli ARGS` in a subprocess (a real CLI run, own engine)."""
     full_env = {**os.environ, **(env or {})}

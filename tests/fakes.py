@@ -30,6 +30,7 @@ from omnicli.cli import app
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import AudioChunk, EngineDead, EngineStats, RequestFailed, RequestInfo, TTSRequest
+from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest, plan_run
@@ -140,6 +141,26 @@ class TokenEngine(FakeEngine):
                     raise RequestFailed(req.request_id, "boom", info)
                 yield AudioChunk(np.zeros(50, np.float32), False, time.perf_counter())
         yield AudioChunk(np.zeros(0, np.float32), True, time.perf_counter(), info)
+
+
+
+class LengthAsr(AsrBackend):
+    """Stands in for Whisper in unit tests of the evaluation loop: 'one' per clip, remembering each
+    clip's length. `truncates`: whether the caller cuts clips to Whisper's window first."""
+
+    backend = "length"
+
+    def __init__(self, truncates: bool = True):
+        super().__init__(model="length", language="en", device="cpu")
+        self.truncates_to_window = truncates
+        self.lengths: list[int] = []
+
+    def transcribe(self, clips):
+        self.lengths += [len(c) for c in clips]
+        return ["one"] * len(clips)
+
+    def decoding_settings(self):
+        return {}
 
 
 def prompts(texts: Iterable[str]) -> list[Prompt]:
@@ -295,6 +316,15 @@ def share_session_engine(patch, harness: EngineLoop, *, same_profile: bool = Tru
     return starts
 
 
+def native_family_sets(family: str, ckpt: Path) -> list[str]:
+    """`--set` arguments for a native family's checkpoint built by `omni models build-tiny` (small capacities)."""
+    args = []
+    for s in (f"model={family}", f"model_path={ckpt / 'talker'}", f"codec_path={ckpt / 'codec'}",
+              "talker.max_num_seqs=8", "codec.max_num_seqs=8", "talker.kv_cache_space_gb=1"):
+        args += ["--set", s]
+    return args
+
+
 def demo_prompts(folder: Path) -> list[str]:
     """Copies the demo set's reference wavs to `folder/prompts`; their paths relative to `folder`."""
     shutil.copytree(DEMO_MANIFEST.parent / "prompts", folder / "prompts", dirs_exist_ok=True)
@@ -302,14 +332,16 @@ def demo_prompts(folder: Path) -> list[str]:
 
 
 def write_manifest(folder: Path, texts: Sequence[str] = (), *, utt: str = "u{}", ref_text: str = "",
-                   ref_audio: str | Sequence[str] = "", extra: Sequence[str] = (), name: str = "meta.lst") -> Path:
+                   ref_audio: str | Sequence[str] = "", extra: Sequence[str | bytes] = (),
+                   name: str = "meta.lst") -> Path:
     """Writes `folder/name`: a row `utt|ref_text|ref_audio|text` per text (`utt` formatted with the
-    row's index; a list of `ref_audio` is cycled), then the lines of `extra` as they are."""
+    row's index; a list of `ref_audio` is cycled), then the lines of `extra` as they are (UTF-8,
+    or bytes written untouched: for manifests that are not valid text)."""
     folder.mkdir(parents=True, exist_ok=True)
     audios = [ref_audio] if isinstance(ref_audio, str) else list(ref_audio)
     rows = [f"{utt.format(i)}|{ref_text}|{audios[i % len(audios)]}|{t}" for i, t in enumerate(texts)]
     path = folder / name
-    path.write_text("".join(line + "\n" for line in [*rows, *extra]), encoding="utf-8")
+    path.write_bytes(b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in [*rows, *extra]))
     return path
 
 

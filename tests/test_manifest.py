@@ -11,6 +11,7 @@ import pytest
 import soundfile as sf
 
 from omnicli.manifest import MAX_UTT_BYTES, ManifestError, read_manifest
+from tests.fakes import write_manifest
 
 
 @pytest.fixture
@@ -22,10 +23,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 def write_lst(folder: Path, *lines: str | bytes, name: str = "meta.lst") -> Path:
-    path = folder / name
-    data = b"".join((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n" for line in lines)
-    path.write_bytes(data)
-    return path
+    return write_manifest(folder, extra=lines, name=name)
 
 
 GOOD = "good|ref text|prompts/p.wav|Hello there."

@@ -11,6 +11,7 @@ import pytest
 import soundfile as sf
 
 from omnicli.manifest import read_manifest, resolve_audio_path
+from tests.fakes import write_manifest
 
 
 @pytest.fixture
@@ -21,9 +22,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 def lst(folder: Path, *lines: str | bytes, name: str = "meta.lst") -> Path:
-    path = folder / name
-    path.write_bytes(b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines))
-    return path
+    return write_manifest(folder, extra=lines, name=name)
 
 
 def test_jsonl_aliases_nulls_and_gt_wav(folder):
