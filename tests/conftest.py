@@ -103,6 +103,17 @@ def demo_copy(tmp_path: Path) -> Path:
     return dest / "meta.lst"
 
 
+@pytest.fixture
+def prompt_folder(tmp_path: Path) -> Path:
+    """A manifest folder with one real prompt wav, prompts/p.wav (0.1 s at 16 kHz)."""
+    import numpy as np
+    import soundfile as sf
+
+    (tmp_path / "prompts").mkdir()
+    sf.write(tmp_path / "prompts" / "p.wav", np.zeros(1600, np.float32), 16000)
+    return tmp_path
+
+
 def mount_tmpfs(mount_point: Path, size: str = "256k", read_only: bool = False) -> str | None:
     """Mounts a real tmpfs of `size` at `mount_point`; returns why not, or None."""
     mount_point.mkdir(parents=True, exist_ok=True)

@@ -15,11 +15,8 @@ from tests.fakes import write_manifest
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    """A manifest folder with one real prompt wav."""
-    (tmp_path / "prompts").mkdir()
-    sf.write(tmp_path / "prompts" / "p.wav", np.zeros(1600, np.float32), 16000)
-    return tmp_path
+def folder(prompt_folder: Path) -> Path:
+    return prompt_folder
 
 
 def write_lst(folder: Path, *lines: str | bytes, name: str = "meta.lst") -> Path:
