@@ -39,7 +39,7 @@ from omnicli.synth.run import SynthRun
 from omnicli.synth.shard import ShardSpec, select_shard
 from omnicli.synth.summary import build_synth_summary, write_summary
 from tests import virtual_time
-from tests.conftest import DEMO_MANIFEST
+from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
 
 SR = 1000  # the fake's default sample rate: 100-sample chunks are 0.1 s
 
@@ -296,6 +296,10 @@ class CrossLoopEngine:
                 yield chunk
         finally:
             running.cancel()
+
+
+# the command-line arguments that ask for the session engine's profile (share_session_engine checks it)
+SESSION_PROFILE = ["--profile", "cpu", *(arg for s in TEST_PROFILE_SETS for arg in ("--set", s))]
 
 
 def share_session_engine(patch, harness: EngineLoop, *, same_profile: bool = True) -> list[str]:

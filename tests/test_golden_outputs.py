@@ -22,14 +22,14 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from tests import needs
-from tests.conftest import REPO, TEST_PROFILE_SETS
-from tests.fakes import share_session_engine
+from tests.conftest import REPO
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 pytestmark = pytest.mark.engine
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 DEMO = "omnicli/data/demo/meta.lst"  # relative, as the fixtures were made: the summary records it as given
-PROFILE = ["--profile", "cpu", *(arg for s in TEST_PROFILE_SETS for arg in ("--set", s))]
+PROFILE = SESSION_PROFILE
 runner = CliRunner()
 
 # Values that change from run to run (timings, clocks, the machine, the engine's history): type only.

@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
 from omnicli.synth.shard import shard_of
-from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
-from tests.fakes import share_session_engine
+from tests.conftest import DEMO_MANIFEST
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 pytestmark = pytest.mark.engine
 
 runner = CliRunner()
-PROFILE = ["--profile", "cpu", *(arg for s in TEST_PROFILE_SETS for arg in ("--set", s))]
+PROFILE = SESSION_PROFILE
 
 
 @pytest.fixture
