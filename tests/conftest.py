@@ -1,17 +1,17 @@
 """Shared fixtures. One real engine per test session (vLLM start-up is slow).
 
 The engine lives on an event loop in a background thread, because it is
-bound to the loop it started on; tests call `harness.run(coro)` to use it.
+bound to the loop it started on; tests call `harness.run(coro)` to use it
+(`tests.fakes.EngineLoop`), or drive it from a command's own loop through
+`tests.fakes.CrossLoopEngine`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,36 +22,64 @@ DEMO_MANIFEST = REPO / "omnicli" / "data" / "demo" / "meta.lst"
 TEST_PROFILE_SETS = ["talker.max_num_seqs=16", "codec.max_num_seqs=16", "talker.kv_cache_space_gb=1"]
 
 
-class EngineHarness:
-    def __init__(self, engine, loop: asyncio.AbstractEventLoop):
-        self.engine = engine
-        self.loop = loop
-
-    def run(self, coro, timeout: float = 300):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-
 @pytest.fixture(scope="session")
 def engine_harness():
     """The real omni-tiny engine (vLLM talker + codec), started once per session."""
     from omnicli.engine import Engine
     from omnicli.profile import load_profile
+    from tests.fakes import EngineLoop
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-engine-loop", daemon=True)
-    thread.start()
-    resolved = load_profile("cpu", overrides=TEST_PROFILE_SETS)
-    engine = asyncio.run_coroutine_threadsafe(Engine.start(resolved), loop).result(600)
-    harness = EngineHarness(engine, loop)
+    harness = EngineLoop(lambda: Engine.start(load_profile("cpu", overrides=TEST_PROFILE_SETS)))
     yield harness
-    asyncio.run_coroutine_threadsafe(engine.close(), loop).result(60)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    harness.close()
 
 
 @pytest.fixture(scope="session")
 def engine(engine_harness):
     return engine_harness.engine
+
+
+@pytest.fixture
+def token_engine(monkeypatch):
+    """`omni bench` in-process on a TokenEngine (tests/fakes.py) that keeps the requests it was asked."""
+    import omnicli.benchmark.entrypoint as bench_entry
+    from tests.fakes import TokenEngine
+
+    fake = TokenEngine()
+
+    async def start(resolved):
+        return fake
+
+    monkeypatch.setattr(bench_entry, "start_engine", start)
+    return fake
+
+
+@pytest.fixture
+def fresh_engine_state(engine_harness, monkeypatch):
+    """Undoes the sticky engine-wide failure a test may provoke on the shared engine."""
+    monkeypatch.setattr(engine_harness.engine, "_dead", None)
+    return engine_harness.engine
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """`tiny_checkpoint(family)`: that family's random-weight checkpoint in the published layout,
+    built once per session through `omni models build-tiny` and shared by every test that asks."""
+    from typer.testing import CliRunner
+
+    from omnicli.cli import app
+
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in built:
+            dest = tmp_path_factory.mktemp(family) / "ckpt"
+            result = CliRunner().invoke(app, ["models", "build-tiny", family, str(dest)])
+            assert result.exit_code == 0, result.output
+            built[family] = dest
+        return built[family]
+
+    return get
 
 
 def omni_cli(*args: str, timeout: float = 600, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -75,10 +103,22 @@ def demo_copy(tmp_path: Path) -> Path:
     return dest / "meta.lst"
 
 
-def mount_tmpfs(mount_point: Path, size: str = "256k") -> str | None:
+@pytest.fixture
+def prompt_folder(tmp_path: Path) -> Path:
+    """A manifest folder with one real prompt wav, prompts/p.wav (0.1 s at 16 kHz)."""
+    import numpy as np
+    import soundfile as sf
+
+    (tmp_path / "prompts").mkdir()
+    sf.write(tmp_path / "prompts" / "p.wav", np.zeros(1600, np.float32), 16000)
+    return tmp_path
+
+
+def mount_tmpfs(mount_point: Path, size: str = "256k", read_only: bool = False) -> str | None:
     """Mounts a real tmpfs of `size` at `mount_point`; returns why not, or None."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount_point)],
+    options = f"size={size},mode=0755" + (",ro" if read_only else "")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
                           capture_output=True, text=True)
     return None if proc.returncode == 0 else f"cannot mount a tmpfs here: {proc.stderr.strip()}"
 
@@ -87,19 +127,28 @@ def unmount(mount_point: Path) -> None:
     subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
-    without mocks. Needs permission to mount (root in the test container);
-    skipped elsewhere."""
-    mount_point = tmp_path / "small"
-    why_not = mount_tmpfs(mount_point)
+def _mounted(mount_point: Path, **options):
+    why_not = mount_tmpfs(mount_point, **options)
     if why_not:
         pytest.skip(why_not)
     try:
         yield mount_point
     finally:
         unmount(mount_point)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """A real, tiny filesystem (a 256 KiB tmpfs) to fill up: disk-full faults
+    without mocks. Needs permission to mount (root in the test container);
+    skipped elsewhere."""
+    yield from _mounted(tmp_path / "small")
+
+
+@pytest.fixture
+def read_only(tmp_path: Path):
+    """A real read-only filesystem (a tmpfs mounted ro): nothing can be written under it."""
+    yield from _mounted(tmp_path / "ro", size="64k", read_only=True)
 
 
 def fill_up(folder: Path, leave: int = 0) -> Path:
@@ -126,19 +175,3 @@ def no_engine(monkeypatch):
 
     monkeypatch.setattr(bench_entry, "start_engine", refuse)
 
-
-# --- a real resolved profile for tests that need one but no engine (issue 35 item 6) ------------
-
-_RESOLVED: dict = {}  # the shipped default, resolved once (reading its YAML takes tens of ms)
-
-
-def tiny_profile(name: str = "default"):
-    """The shipped default profile (omni-tiny) resolved for cpu, named `name`: what a session, a report or
-    a pool reads of a profile, real. Tests that give each profile its own fake engine look it up by `name`."""
-    import dataclasses
-
-    from omnicli.profile import load_profile
-
-    if "default" not in _RESOLVED:
-        _RESOLVED["default"] = load_profile("default", platform="cpu")
-    return dataclasses.replace(_RESOLVED["default"], name=name)

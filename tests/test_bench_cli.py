@@ -18,6 +18,7 @@ import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
 from omnicli.engine.request import EngineError
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
@@ -103,8 +104,10 @@ def test_engine_start_failure_exits_3(monkeypatch, tmp_path):
 
 
 @pytest.mark.engine
-def test_real_run_concurrency_1_and_8(tmp_path):
-    """omni-tiny, concurrency 1 then 8, one request per pass failing (text over the model's limit)."""
+def test_real_run_concurrency_1_and_8(tmp_path, engine_harness, monkeypatch):
+    """omni-tiny, concurrency 1 then 8, one request per pass failing (text over the model's limit).
+    In-process on the session's engine: the command's own start-up is tested by test_cli.py."""
+    share_session_engine(monkeypatch, engine_harness)
     texts = [
         "A large size in stockings is hard to sell.",
         "The boy was there when the sun rose.",
@@ -119,7 +122,7 @@ def test_real_run_concurrency_1_and_8(tmp_path):
         [
             "bench", str(manifest), "-c", "1,8", "-n", "5", "--disable-shuffle", "--max-new-tokens", "40",
             "--warmup", "2", "--result-dir", str(out), "--result-filename", "r.json", "--save-detailed",
-            "--audio-out", str(tmp_path / "wavs"), "--plot", str(tmp_path / "sweep.png"),
+            "--audio-out", str(tmp_path / "wavs"), "--plot", str(tmp_path / "sweep.png"), *SESSION_PROFILE,
         ],
     )
     assert result.exit_code == 1, result.output  # some requests failed
@@ -151,7 +154,7 @@ def test_real_run_concurrency_1_and_8(tmp_path):
 
 
 def test_engine_fault_in_a_later_pass_exits_3_and_keeps_the_completed_pass(monkeypatch, tmp_path):
-    from tests.test_bench_session import FakeEngine
+    from tests.fakes import FakeEngine
 
     engines = []
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.datasets import demo_manifest_path
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 runner = CliRunner()
 DEMO_WAV = demo_manifest_path().parent / "prompts" / "heart_juice.wav"
@@ -33,9 +34,10 @@ def test_bad_eval_options_exit_2_before_the_engine(no_engine, tmp_path, args, me
 
 
 @pytest.mark.engine
-def test_bench_eval_adds_sim_and_mos_of_its_own_audio(tmp_path):
+def test_bench_eval_adds_sim_and_mos_of_its_own_audio(tmp_path, engine_harness, monkeypatch):
     pytest.importorskip("resemblyzer")
     pytest.importorskip("speechmos")
+    share_session_engine(monkeypatch, engine_harness)  # in-process on the session's engine: no start-up to pay
     shutil.copy(DEMO_WAV, tmp_path / "ref.wav")
     texts = ["A large size in stockings is hard to sell.", "The boy was there when the sun rose."]
     (tmp_path / "meta.lst").write_text("".join(f"u{i}|The birch canoe.|ref.wav|{t}\n" for i, t in enumerate(texts)))
@@ -43,6 +45,7 @@ def test_bench_eval_adds_sim_and_mos_of_its_own_audio(tmp_path):
     result = runner.invoke(app, [
         "bench", str(tmp_path / "meta.lst"), "-n", "2", "--disable-shuffle", "--max-new-tokens", "40",
         "--result-dir", str(out), "--result-filename", "r.json", "--audio-out", str(wavs), "--eval", "sim,mos",
+        *SESSION_PROFILE,
     ])
     assert result.exit_code == 0, result.output
     (run,) = json.loads((out / "r.json").read_text())["runs"]

@@ -17,7 +17,7 @@ from omnicli.benchmark.result_models import BenchRoundFigures
 from omnicli.benchmark.session import BenchPlan, EngineStartError
 from omnicli.driver import LoadShape
 from omnicli.driver.pool import LocalPool
-from tests.test_bench_session import FakeEngine, Recorder, StopAt, run_stopped, session_for
+from tests.fakes import FakeEngine, Recorder, StopAt, run_stopped, session_for
 
 
 class Tracker(Recorder):
@@ -195,7 +195,7 @@ def test_cli_interleave_two_profiles_three_rounds_on_the_shared_engine(engine_ha
 
     import omnicli.benchmark.entrypoint as bench_entry
     from omnicli.cli import app
-    from tests.test_dropin_ci_engine import CrossLoopEngine
+    from tests.fakes import CrossLoopEngine
 
     starts = []
 

@@ -6,7 +6,6 @@ component; disk faults on real tiny filesystems)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +16,7 @@ from omnicli.benchmark.audio_out import RoundOutputs
 from omnicli.benchmark.entrypoint import BenchRunObserver, score_passes
 from omnicli.cli import app
 from tests.conftest import fill_up
-from tests.test_bench_session import FakeEngine
+from tests.fakes import FakeEngine
 
 runner = CliRunner()
 
@@ -36,19 +35,6 @@ def engines(monkeypatch):
 
     monkeypatch.setattr(bench_entry, "start_engine", start)
     return started
-
-
-@pytest.fixture
-def read_only(tmp_path):
-    mount_point = tmp_path / "ro"
-    mount_point.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if proc.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def test_unwritable_result_paths_exit_2_before_the_engine_starts(tmp_path, engines, read_only):

@@ -13,12 +13,10 @@ from omnicli.benchmark.metrics import detailed_lists
 from omnicli.benchmark.outputs.plot import plot_results
 from omnicli.benchmark.outputs.table import comparison_tables, results_table
 from omnicli.benchmark.report import build_document, build_run, compare_runs
-from omnicli.benchmark.session import PassResult, ProfileRun, RoundResult
-from omnicli.driver import LoadShape, RequestRecord
-from omnicli.engine.request import EngineStats
+from omnicli.benchmark.session import ProfileRun, RoundResult
+from omnicli.driver import LoadShape
 from omnicli.retention import Retainer
-
-SR = 1000
+from tests.fakes import SR, bench_pass, bench_record
 
 # The keys a run must carry (docs/metrics.md "Benchmark" + the additions).
 REQUIRED = [
@@ -42,38 +40,8 @@ def profile():
     return load_profile()
 
 
-def record(utt, start, times, samples, error=None, ref="cold", pcm=None):
-    return RequestRecord(
-        utt=utt,
-        request_id=f"id-{utt}",
-        start=start,
-        end=times[-1] if times and not error else start + 1,
-        sample_rate=SR,
-        chunk_times=times,
-        chunk_samples=samples,
-        error=error,
-        ref_cache=ref,
-        finish_reason="stop",
-        text="some text",
-        pcm=pcm,
-    )
-
-
-def make_pass(profile, label="a", concurrency=1, speed=1.0):
-    records = [
-        record("u0", 0.0, [0.1 * speed, 0.5 * speed], [500, 500]),
-        record("u1", 0.0, [0.2 * speed, 1.0 * speed], [1000, 1000], ref="hot"),
-        record("u2", 0.1, [0.3], [0], error="boom"),
-    ]
-    stats = EngineStats(talker_tokens=400, talker_time_s=2.0, codec_steps=10, codec_rows=25, coalescing_waits=3,
-                        coalescing_wait_ms=4.5)
-    return PassResult(profile=ProfileRun(label, profile), shape=LoadShape(concurrency=concurrency),
-                      rounds=[RoundResult(records, stats)], sample_rate=SR, model="omni-tiny", device="cpu",
-                      started_at="2025-01-01T00:00:00+00:00", num_prompts=3, warmup_requests=2)
-
-
 def test_run_has_every_required_key_and_is_strict_json(profile):
-    run = build_run(make_pass(profile)).to_dict()  # as the result file holds it
+    run = build_run(bench_pass(profile)).to_dict()  # as the result file holds it
     missing = [k for k in REQUIRED if k not in run]
     assert not missing
     assert [k for k in MACHINE if k not in run["machine"]] == []
@@ -98,7 +66,7 @@ def test_ring_headroom_is_null_for_windowed_families(profile):
 
     assert [n for n in family_names() if get_family(n).engine == "native" and get_family(n).ring_cache] == ["omni-tiny"]
     for model in ("orpheus", "neutts-air"):
-        p = make_pass(profile)
+        p = bench_pass(profile)
         p.model = model
         run = build_run(p)
         assert run.codec_ring_headroom is None
@@ -106,7 +74,7 @@ def test_ring_headroom_is_null_for_windowed_families(profile):
 
 
 def test_detailed_lists_and_custom_percentiles(profile):
-    obj = build_run(make_pass(profile), percentiles=[50, 99.9], detailed=True)
+    obj = build_run(bench_pass(profile), percentiles=[50, 99.9], detailed=True)
     run = obj.to_dict()
     assert all(len(run[k]) == 3 for k in DETAILED)
     assert "p99.9_audio_ttfp_ms" in run and "p90_audio_ttfp_ms" not in run
@@ -117,8 +85,8 @@ def test_detailed_lists_and_custom_percentiles(profile):
 
 
 def test_ab_ratios_are_b_over_a(profile):
-    a = build_run(make_pass(profile, "a"))
-    b = build_run(make_pass(profile, "b", speed=0.5))  # b delivers twice as fast
+    a = build_run(bench_pass(profile, "a"))
+    b = build_run(bench_pass(profile, "b", speed=0.5))  # b delivers twice as fast
     (cmp,) = compare_runs([a, b])
     assert (cmp["a"], cmp["b"]) == ("a", "b")
     assert cmp["ratios"]["mean_audio_ttfp_ms"] == pytest.approx(0.5)
@@ -130,18 +98,18 @@ def test_ab_ratios_are_b_over_a(profile):
 
 
 def test_sweep_comparison_pairs_by_load_shape(profile):
-    runs = [build_run(make_pass(profile, p, c)) for p in ("a", "b") for c in (1, 4)]
+    runs = [build_run(bench_pass(profile, p, c)) for p in ("a", "b") for c in (1, 4)]
     cmps = compare_runs(runs)
     assert [(c["max_concurrency"], c["a"], c["b"]) for c in cmps] == [(1, "a", "b"), (4, "a", "b")]
 
 
 def test_tables_render(profile):
-    runs = [build_run(make_pass(profile, "a", c)) for c in (1, 4)]
+    runs = [build_run(bench_pass(profile, "a", c)) for c in (1, 4)]
     console = Console(record=True, width=200)
     console.print(results_table(runs, [50, 90, 99]))
     text = console.export_text()
     assert "c=1" in text and "c=4" in text and "Audio throughput" in text and "P99 TTFP (ms)" in text
-    ab = [build_run(make_pass(profile, "a")), build_run(make_pass(profile, "b", speed=0.5))]
+    ab = [build_run(bench_pass(profile, "a")), build_run(bench_pass(profile, "b", speed=0.5))]
     for table in comparison_tables(ab, [50, 90, 99]):
         console.print(table)
     text = console.export_text()
@@ -149,11 +117,11 @@ def test_tables_render(profile):
 
 
 def test_plots_are_png(profile, tmp_path):
-    sweep = [make_pass(profile, "a", c) for c in (1, 4, 16)]
+    sweep = [bench_pass(profile, "a", c) for c in (1, 4, 16)]
     runs = [build_run(r) for r in sweep]
     out = plot_results(runs, [detailed_lists(r.record_rounds) for r in sweep], tmp_path / "sweep.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    single = [make_pass(profile)]
+    single = [bench_pass(profile)]
     out = plot_results([build_run(single[0])], [detailed_lists(single[0].record_rounds)], tmp_path / "one.png")
     assert out.stat().st_size > 1000
 
@@ -161,10 +129,10 @@ def test_plots_are_png(profile, tmp_path):
 def test_round_outputs_write_audio_and_retain_failures(profile, tmp_path):
     pcm = np.full(1000, 0.2, np.float32)
     records = [
-        record("u0", 0.0, [0.1], [1000], pcm=pcm),
-        record("u0", 0.0, [0.1], [1000], pcm=pcm * 0.5),  # cycled prompt: the first one is kept
-        record("u1", 0.0, [0.1], [300], error="boom", pcm=pcm[:300]),
-        record("u2", 0.0, [0.1], [0], pcm=np.zeros(0, np.float32)),  # empty success
+        bench_record("u0", 0.0, [0.1], [1000], pcm=pcm),
+        bench_record("u0", 0.0, [0.1], [1000], pcm=pcm * 0.5),  # cycled prompt: the first one is kept
+        bench_record("u1", 0.0, [0.1], [300], error="boom", pcm=pcm[:300]),
+        bench_record("u2", 0.0, [0.1], [0], pcm=np.zeros(0, np.float32)),  # empty success
     ]
     out = RoundOutputs(tmp_path / "wavs", Retainer(tmp_path / "kept"), one_pass=True)
     run = ProfileRun("a", profile)

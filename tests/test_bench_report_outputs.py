@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from omnicli.benchmark.outputs import OutputFormat, ReportPlan, VllmFiles, report_passes
+from omnicli.benchmark.outputs import OutputFormat, VllmFiles, report_passes
 from omnicli.benchmark.outputs.csvfile import ID_COLUMNS, sweep_csv
 from omnicli.benchmark.outputs.jsonfile import JsonFile, JsonOutput
 from omnicli.benchmark.outputs.plot import PlotFile
@@ -26,10 +26,10 @@ from omnicli.benchmark.report import build_document, build_run
 from omnicli.benchmark.result_models import BenchDocument, BenchRun, ResultFileError
 from omnicli.cli import app
 from omnicli.commands.json_schema import Kind, document_schema
-from tests.test_bench_report import make_pass
+from tests.fakes import REPORT_PERCENTILES as PERCENTILES
+from tests.fakes import bench_pass, bench_sweep, report_plan
 
 runner = CliRunner()
-PERCENTILES = [50.0, 90.0, 99.9]
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +41,11 @@ def profile():
 
 @pytest.fixture
 def passes(profile):
-    """A sweep of two profiles (an A/B) at concurrency 1 and 4."""
-    return [make_pass(profile, label, c, speed=speed) for label, speed in (("a", 1.0), ("b", 0.5)) for c in (1, 4)]
-
-
-def plan_for(tmp_path: Path, **options) -> ReportPlan:
-    return ReportPlan(PERCENTILES, "2026-12-01T00:00:00+00:00", options.pop("detailed", True), tmp_path / "results",
-                      None, options.pop("plot", None), **options)
+    return bench_sweep(profile)
 
 
 def test_a_run_declares_every_key_and_refuses_unknown_ones(profile):
-    run = build_run(make_pass(profile), percentiles=PERCENTILES)
+    run = build_run(bench_pass(profile), percentiles=PERCENTILES)
     assert isinstance(run, BenchRun) and run.completed == 2 and run.failures[0].utt == "u2"
     declared = set(BenchRun.model_fields)
     stems = ("audio_ttfp_ms", "e2el_ms", "audio_rtf", "audio_duration_s", "audio_underrun_s", "ttft_ms", "tpot_ms",
@@ -70,7 +64,7 @@ def test_a_run_declares_every_key_and_refuses_unknown_ones(profile):
 
 
 def test_the_document_is_versioned_and_its_schema_is_as_strict_as_the_model(profile, tmp_path):
-    doc = build_document([build_run(make_pass(profile), percentiles=PERCENTILES)], "t0", PERCENTILES)
+    doc = build_document([build_run(bench_pass(profile), percentiles=PERCENTILES)], "t0", PERCENTILES)
     data = doc.to_dict()
     assert list(data)[0] == "schema_version" and data["schema_version"] == 1
     schema = document_schema(Kind.bench)
@@ -83,7 +77,7 @@ def test_the_document_is_versioned_and_its_schema_is_as_strict_as_the_model(prof
 
 
 def test_a_saved_result_loads_back_and_an_older_file_without_schema_version_too(passes, tmp_path):
-    plan = plan_for(tmp_path, console=OutputFormat.text)
+    plan = report_plan(tmp_path, console=OutputFormat.text)
     report_passes(passes, plan)
     saved = json.loads(plan.path.read_text())
     loaded = BenchDocument.load(plan.path)
@@ -95,7 +89,7 @@ def test_a_saved_result_loads_back_and_an_older_file_without_schema_version_too(
 
 
 def test_bench_export_re_renders_the_same_csv_and_text_as_the_run(passes, tmp_path, capsys):
-    plan = plan_for(tmp_path, csv_path=tmp_path / "run.csv", console=OutputFormat.text)
+    plan = report_plan(tmp_path, csv_path=tmp_path / "run.csv", console=OutputFormat.text)
     code = report_passes(passes, plan)
     assert code == 1  # u2 fails in every pass
     printed = capsys.readouterr().out
@@ -110,7 +104,7 @@ def test_bench_export_re_renders_the_same_csv_and_text_as_the_run(passes, tmp_pa
 
 
 def test_bench_export_as_json_and_as_tables(passes, tmp_path):
-    plan = plan_for(tmp_path)
+    plan = report_plan(tmp_path)
     report_passes(passes, plan)
     as_json = runner.invoke(app, ["bench-export", str(plan.path), "--format", "json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output) == json.loads(plan.path.read_text())
@@ -137,15 +131,15 @@ def test_an_unreadable_result_exits_2_naming_the_file_and_why(tmp_path, content,
 
 def test_plot_of_a_sweep_and_of_one_shape_from_a_saved_file(profile, passes, tmp_path):
     pytest.importorskip("matplotlib")
-    plan = plan_for(tmp_path)
+    plan = report_plan(tmp_path)
     report_passes(passes, plan)
     result = runner.invoke(app, ["bench-export", str(plan.path), "--plot", str(tmp_path / "sweep.png")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
-    one = build_document([build_run(make_pass(profile), detailed=True)], "t0")
+    one = build_document([build_run(bench_pass(profile), detailed=True)], "t0")
     PlotFile(tmp_path / "one.png").finalize(one)  # histograms from the file's --save-detailed lists
     assert (tmp_path / "one.png").stat().st_size > 1000
-    (tmp_path / "bare.json").write_text(json.dumps(build_document([build_run(make_pass(profile))], "t0").to_dict()))
+    (tmp_path / "bare.json").write_text(json.dumps(build_document([build_run(bench_pass(profile))], "t0").to_dict()))
     bare = runner.invoke(app, ["bench-export", str(tmp_path / "bare.json"), "--plot", str(tmp_path / "x.png")])
     assert bare.exit_code == 2 and "--save-detailed" in bare.output and not (tmp_path / "x.png").exists()
 
@@ -156,7 +150,7 @@ def test_plot_without_matplotlib_exits_2_with_the_pip_command(passes, tmp_path, 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "matplotlib" else find_spec(name, *a))
-    plan = plan_for(tmp_path)
+    plan = report_plan(tmp_path)
     report_passes(passes, plan)
     result = runner.invoke(app, ["bench-export", str(plan.path), "--plot", str(tmp_path / "p.png")])
     assert result.exit_code == 2 and 'pip install "omnicli[plot]"' in " ".join(result.output.split())
@@ -165,18 +159,18 @@ def test_plot_without_matplotlib_exits_2_with_the_pip_command(passes, tmp_path, 
 
 
 def test_the_outputs_are_chosen_from_the_options(tmp_path):
-    kinds = [type(o) for o in plan_for(tmp_path, plot=tmp_path / "p.png", csv_path=tmp_path / "c.csv").outputs()]
+    kinds = [type(o) for o in report_plan(tmp_path, plot=tmp_path / "p.png", csv_path=tmp_path / "c.csv").outputs()]
     assert [k.__name__ for k in kinds] == ["TableOutput", "JsonFile", "CsvFile", "PlotFile"]
     vllm = VllmFiles(append=False, label=None, metadata={}, metrics=["e2el"])
-    forced = plan_for(tmp_path, plot=tmp_path / "p.png", vllm=vllm, console=OutputFormat.json).outputs(forced=True)
+    forced = report_plan(tmp_path, plot=tmp_path / "p.png", vllm=vllm, console=OutputFormat.json).outputs(forced=True)
     assert [type(o) for o in forced] == [JsonOutput, JsonFile, VllmOutput]  # no plot on a forced exit
-    assert isinstance(plan_for(tmp_path, text=True).outputs()[0], TextOutput)
-    assert isinstance(plan_for(tmp_path).outputs()[0], TableOutput)
+    assert isinstance(report_plan(tmp_path, text=True).outputs()[0], TextOutput)
+    assert isinstance(report_plan(tmp_path).outputs()[0], TableOutput)
 
 
 def test_vllm_files_need_the_passes_and_match_their_runs(passes, tmp_path):
     vllm = VllmFiles(append=False, label="L", metadata={"tp": "1"}, metrics=["e2el", "audio_ttfp"])
-    plan = plan_for(tmp_path, vllm=vllm)
+    plan = report_plan(tmp_path, vllm=vllm)
     report_passes(passes, plan)
     files = sorted((tmp_path / "results").glob("L-*.json"))
     assert len(files) == 4
@@ -190,7 +184,7 @@ def test_vllm_files_need_the_passes_and_match_their_runs(passes, tmp_path):
 
 
 def test_an_interrupted_invocation_without_passes_writes_the_versioned_empty_file(tmp_path):
-    plan = plan_for(tmp_path)
+    plan = report_plan(tmp_path)
     assert report_passes([], plan, interrupted=True, unfinished="a/c1") == 0
     data = json.loads(plan.path.read_text())
     assert (data["schema_version"], data["runs"], data["unfinished"], data["interrupted"]) == (1, [], "a/c1", True)
@@ -199,7 +193,7 @@ def test_an_interrupted_invocation_without_passes_writes_the_versioned_empty_fil
 
 
 def test_text_lines_and_csv_read_the_objects(profile):
-    runs = [build_run(make_pass(profile, "a", c)) for c in (1, 4)]
+    runs = [build_run(bench_pass(profile, "a", c)) for c in (1, 4)]
     lines = text_lines(runs, (50, 99))
     assert lines[0] == "== a c=1 ==" and "Completed / failed: 2 / 1" in lines
     header, first, _ = sweep_csv(runs, (50, 99)).splitlines()
@@ -211,7 +205,7 @@ def test_text_lines_and_csv_read_the_objects(profile):
 def test_omni_report_reads_new_and_older_bench_files(passes, tmp_path):
     from omnicli.report.sources import read_sources
 
-    plan = plan_for(tmp_path)
+    plan = report_plan(tmp_path)
     report_passes(passes, plan)
     older = tmp_path / "older"
     older.mkdir()

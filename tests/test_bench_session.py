@@ -1,127 +1,17 @@
-"""Runner and session bookkeeping against a small fake engine (this component only).
-
-The fake follows the documented Engine interface: `generate` yields
-AudioChunks and raises RequestFailed after the audio it delivered, or
-EngineDead when the engine as a whole can serve no more;
-`stats()` returns monotonic counters; `close()` frees it.
-"""
+"""Runner and session bookkeeping against the small fake engine of tests/fakes.py (this component only)."""
 
 import asyncio
-import time
 
-import numpy as np
 import pytest
 
-from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
-from omnicli.driver import LoadShape, Prompt, run_request
+from omnicli.benchmark.session import BenchPlan, BenchSession, EngineStartError, ProfileRun, run_round
+from omnicli.driver import LoadShape, run_request
 from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import (
-    AudioChunk,
-    EngineDead,
     EngineError,
     EngineStats,
-    RequestFailed,
-    RequestInfo,
-    TTSRequest,
 )
-from tests import virtual_time
-from tests.conftest import tiny_profile
-
-SR = 1000
-
-
-class FakeEngine:
-    """Chunks of `samples` every `step` s; texts select failures, empty audio or engine death.
-
-    `hang_after`: after that many requests a stage hangs, as the real engine's
-    do: a request waits `hang_s` (its stage_timeout_s), then fails with
-    EngineDead: the engine classifies the failure, callers do not ask it.
-    """
-
-    def __init__(self, step=0.005, chunks=3, samples=100, die_after=None, hang_after=None, hang_s=0.2):
-        self.sample_rate = SR
-        self.model_name = "fake"
-        self.device = "cpu"
-        self.step, self.chunks, self.samples = step, chunks, samples
-        self.in_flight = 0
-        self.peak = 0
-        self.seen: list[str] = []
-        self.closed = False
-        self.tokens = 0
-        self.refs: set[str] = set()
-        self.die_after = die_after  # the engine as a whole stops after this many requests
-        self.hang_after, self.hang_s = hang_after, hang_s
-        self.failure: str | None = None
-
-    async def generate(self, req: TTSRequest):
-        self.seen.append(req.request_id)
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        ref = "hot" if req.ref_text in self.refs else "cold"
-        self.refs.add(req.ref_text)
-        try:
-            if self.hang_after is not None and len(self.seen) > self.hang_after:
-                await asyncio.sleep(self.hang_s)
-                self.failure = "codec stage stopped: RuntimeError('stuck')"
-                raise EngineDead(self.failure)
-            if req.text == "die" or (self.die_after is not None and len(self.seen) > self.die_after):
-                raise EngineError("talker process exited")
-            n = 0 if req.text == "empty" else self.samples
-            for i in range(self.chunks):
-                await asyncio.sleep(self.step)
-                self.tokens += 10
-                last = i == self.chunks - 1 and req.text != "fail"
-                info = RequestInfo(finish_reason="stop", ref_cache=ref) if last else None
-                yield AudioChunk(np.full(n, 0.1, np.float32), is_last=last, t=time.perf_counter(), info=info)
-            if req.text == "fail":
-                raise RequestFailed(req.request_id, "codec chunk over budget", RequestInfo(ref_cache=ref))
-        finally:
-            self.in_flight -= 1
-
-    def stats(self) -> EngineStats:
-        return EngineStats(talker_tokens=self.tokens, talker_time_s=self.tokens / 1000, codec_steps=self.tokens // 10,
-                           codec_rows=self.tokens // 10)
-
-    def write_run_files(self, run_dir):
-        return []  # as the native engine: nothing beside the results
-
-    async def close(self):
-        self.closed = True
-
-
-def prompts(texts):
-    return [Prompt(f"u{i}", TTSRequest(request_id="", text=t, ref_text=f"ref{i % 2}")) for i, t in enumerate(texts)]
-
-
-class Recorder(BenchObserver):
-    def __init__(self):
-        self.events = []
-        self.rounds = []
-
-    def phase_start(self, description, total):
-        self.events.append(("phase", description, total))
-
-    def request_done(self, record):
-        self.events.append(("done", record.utt))
-
-    def round_done(self, run, shape, index, result, engine):
-        self.rounds.append((run.label, shape.label, index, [r.pcm is not None for r in result.records]))
-
-    def warning(self, message):
-        self.events.append(("warning", message))
-
-
-def session_for(engines, texts, plan, labels=("a",), observer=None, engine_kwargs=None):
-    kwargs = engine_kwargs or {}
-
-    async def start(profile):
-        engine = FakeEngine(**kwargs.get(profile.name, {}))
-        engines.append(engine)
-        return engine
-
-    runs = [ProfileRun(label, tiny_profile(label)) for label in labels]
-    return BenchSession(runs, prompts(texts), plan, LocalPool.factory(start), observer)
-
+from tests.fakes import FakeEngine, Recorder, StopAt, prompts, run_stopped, session_for, tiny_profile
 
 # --- runner ---
 
@@ -254,32 +144,6 @@ def test_engine_fault_keeps_the_completed_passes_and_names_the_unfinished_one():
     assert session.unfinished == "a c2" and engines[0].closed
 
 
-class StopAt(Recorder):
-    """Sets the session's stop `delay` s into the phase named `description`."""
-
-    def __init__(self, description, delay):
-        super().__init__()
-        self.description, self.delay = description, delay
-        self.session = None
-
-    def phase_start(self, description, total):
-        super().phase_start(description, total)
-        if description == self.description:
-            asyncio.get_running_loop().call_later(self.delay, self.session.stop.set)
-
-
-def run_stopped(session, observer):
-    """Runs the session on virtual time (tests/virtual_time.py); returns its length in (virtual) seconds."""
-    observer.session = session
-
-    async def timed():
-        t0 = virtual_time.now()
-        await session.run()
-        return virtual_time.now() - t0
-
-    return virtual_time.run(timed())
-
-
 def test_stop_drops_the_pass_in_progress_closes_the_engine_and_starts_no_other_profile():
     engines = []
     stopper = StopAt("a c2", 0.1)  # c2: 40 requests of ~30 ms, 2 at a time
@@ -359,7 +223,6 @@ def test_plan_validation():
 
 
 def test_engine_stats_sum_counters_and_keep_facts_across_rounds():
-    from omnicli.engine.request import EngineStats
 
     before = EngineStats(talker_tokens=10, codec_steps=2, extra={"deploy_overlay": {"digest": "old"}})
     after = EngineStats(talker_tokens=25, codec_steps=5, extra={"deploy_overlay": {"digest": "abc"}})

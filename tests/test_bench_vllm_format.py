@@ -93,7 +93,7 @@ def test_result_shape_file_name_and_append(tmp_path):
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    from tests.test_bench_session import FakeEngine
+    from tests.fakes import FakeEngine
 
     async def start(resolved):
         return FakeEngine()

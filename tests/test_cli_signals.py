@@ -176,30 +176,27 @@ def test_a_signal_to_omni_synth_alone_stops_it_gracefully(outcomes, name):
     assert not list(run.out.glob(".*.tmp"))
 
 
-def test_a_second_sigint_forces_the_exit_and_ends_vllm(outcomes):
-    run, seen = outcomes["sigint_twice"]
+def forced_exit_summary(outcome, message: str) -> dict:
+    """Checks a forced exit (130, in time, `message` said, no vLLM process left); the run's summary."""
+    run, seen = outcome
     output = run.output()
-    print(f"\nsecond SIGINT: exit {seen['rc']} after {seen['exit_s']:.1f} s")
+    print(f"\n{run.out.parent.name}: exit {seen['rc']} after {seen['exit_s']:.1f} s")
     assert seen["reached"], output[-3000:]
     assert seen["rc"] == 130, output[-3000:]
     assert seen["exit_s"] < FORCED_EXIT_S
-    assert "SIGINT: forced exit; finished utterances are kept" in output
+    assert message in output
     assert not seen["left"], f"vLLM outlived a forced exit: {seen['left']}"
-    summary = json.loads((run.out / "summary.json").read_text())
+    return json.loads((run.out / "summary.json").read_text())
+
+
+def test_a_second_sigint_forces_the_exit_and_ends_vllm(outcomes):
+    summary = forced_exit_summary(outcomes["sigint_twice"], "SIGINT: forced exit; finished utterances are kept")
     assert summary["interrupted"] is True and summary["num_failed"] == 0
-    assert summary["num_ok"] == len(read_jsonl(run.out / RESULTS)) >= 1
+    assert summary["num_ok"] == len(read_jsonl(outcomes["sigint_twice"][0].out / RESULTS)) >= 1
 
 
 def test_sigint_during_engine_start_up_exits_at_once_and_ends_vllm(outcomes):
-    run, seen = outcomes["sigint_start_up"]
-    output = run.output()
-    print(f"\nSIGINT during start-up: exit {seen['rc']} after {seen['exit_s']:.1f} s")
-    assert seen["reached"], output[-3000:]
-    assert seen["rc"] == 130, output[-3000:]
-    assert seen["exit_s"] < FORCED_EXIT_S
-    assert "SIGINT: forced exit" in output
-    assert not seen["left"], f"vLLM outlived a forced exit during start-up: {seen['left']}"
-    summary = json.loads((run.out / "summary.json").read_text())
+    summary = forced_exit_summary(outcomes["sigint_start_up"], "SIGINT: forced exit")
     assert summary["interrupted"] is True and summary["num_ok"] == 0 and summary["num_pending"] == ROWS
 
 

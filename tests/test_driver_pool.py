@@ -14,7 +14,7 @@ from omnicli.benchmark.session import BenchObserver, BenchPlan, BenchSession, En
 from omnicli.driver import LoadShape
 from omnicli.driver.pool import EngineFacts, LocalPool, RoundResult, run_round
 from omnicli.profile import load_profile
-from tests.test_bench_session import FakeEngine, prompts
+from tests.fakes import FakeEngine, prompts
 
 
 class FilesEngine(FakeEngine):

@@ -40,8 +40,8 @@ from omnicli.commands.json_schema import Kind, document_schema
 from omnicli.driver import LoadShape, Prompt, RequestRecord
 from omnicli.engine.request import EngineDead, EngineStats, TTSRequest
 from tests import needs
-from tests.conftest import REPO, TEST_PROFILE_SETS, tiny_profile
-from tests.test_bench_session import FakeEngine
+from tests.conftest import REPO, TEST_PROFILE_SETS
+from tests.fakes import FakeEngine, tiny_profile
 
 SR = 1000
 runner = CliRunner()

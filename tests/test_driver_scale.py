@@ -16,12 +16,11 @@ from omnicli.benchmark.prompts import load_prompts
 from omnicli.benchmark.session import BenchPlan
 from omnicli.driver import LoadShape, drive
 from omnicli.driver.load import offer
+from omnicli.manifest import read_manifest
 from omnicli.profile import load_profile
 from omnicli.synth.run import SynthRun
 from tests import virtual_time
-from tests.test_bench_session import StopAt, run_stopped, session_for
-from tests.test_synth_driver import FakeEngine as SynthFake
-from tests.test_synth_driver import manifest
+from tests.fakes import FakeEngine, StopAt, prompts, run_stopped, session_for, write_manifest
 
 
 def test_offer_creates_a_task_only_when_a_slot_frees():
@@ -72,8 +71,8 @@ def test_synth_keeps_no_record_and_no_audio_past_its_row(tmp_path, monkeypatch):
         return record
 
     monkeypatch.setattr(drive_module, "run_request", tracked)
-    m = manifest(tmp_path, [f"row {i}" for i in range(60)])
-    run = SynthRun(SynthFake(), tmp_path / "out", resolved=load_profile("cpu"), concurrency=4)
+    m = read_manifest(write_manifest(tmp_path, [f"row {i}" for i in range(60)]))
+    run = SynthRun(FakeEngine(), tmp_path / "out", resolved=load_profile("cpu"), concurrency=4)
     live = []
     run.on_result = lambda result: live.append(sum(ref() is not None for ref in made))
     asyncio.run(run.run(m.rows))
@@ -85,8 +84,6 @@ def test_synth_keeps_no_record_and_no_audio_past_its_row(tmp_path, monkeypatch):
 
 
 def test_drive_keeps_records_only_when_asked():
-    from tests.test_bench_session import FakeEngine, prompts
-
     async def main(keep):
         sunk = []
         result = await drive(

@@ -4,7 +4,6 @@ check (tests/vllm_readers.py) on the file it wrote."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 
@@ -15,6 +14,7 @@ import omnicli.benchmark.entrypoint as bench_entry
 from omnicli.cli import app
 from tests import vllm_readers
 from tests.conftest import DEMO_MANIFEST
+from tests.fakes import CrossLoopEngine
 
 pytestmark = pytest.mark.engine
 runner = CliRunner()
@@ -28,42 +28,6 @@ CI_PARAMS = {
     "seed_tts_locale": "en", "percentile-metrics": "ttft,e2el,audio_rtf,audio_ttfp,audio_duration",
     "baseline": {"cpu": {"median_audio_ttfp_ms": [60_000.0], "median_audio_rtf": [50.0], "audio_throughput": [0.001]}},
 }
-
-
-class CrossLoopEngine:
-    """The session's shared engine (bound to the fixture's loop) used from the command's own loop:
-    each request is driven on the engine's loop and its chunks handed over; closing is the fixture's."""
-
-    def __init__(self, harness):
-        self._harness = harness
-        self._engine = harness.engine
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    async def generate(self, request):
-        loop, queue, done = asyncio.get_running_loop(), asyncio.Queue(), object()
-
-        async def pump():
-            try:
-                async for chunk in self._engine.generate(request):
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            except BaseException as exc:  # handed to the consumer, raised there
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, done)
-
-        future = asyncio.run_coroutine_threadsafe(pump(), self._harness.loop)
-        try:
-            while (item := await queue.get()) is not done:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            future.cancel()
-
-    async def close(self):
-        pass
 
 
 def test_vllm_omni_ci_command_line_and_threshold_check(engine_harness, monkeypatch, tmp_path):

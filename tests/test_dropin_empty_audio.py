@@ -1,18 +1,22 @@
 """Issue 32 item 4: a request that produced no audio is a failed request, as vLLM-Omni's speech
 endpoint fails it (HTTP 400 "did not produce audio output"): failed in the vLLM-shaped file, kept
-in omni's `num_empty_audio`, and the bench exits 1. A fake engine stands in (tests/test_dropin_vllm_readers.py)."""
+in omni's `num_empty_audio`, and the bench exits 1. A fake engine stands in (tests/fakes.py's TokenEngine)."""
 
 from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
 from omnicli.cli import app
 from tests import vllm_readers
-from tests.test_dropin_vllm_readers import engine, manifest, runner  # noqa: F401  (engine: a fixture)
+from tests.fakes import write_manifest
+
+runner = CliRunner()
 
 
-def test_a_run_whose_every_request_was_silent_fails_the_ci_check_and_exits_1(engine, tmp_path):  # noqa: F811
-    m = manifest(tmp_path, ["empty", "empty", "empty"])
+def test_a_run_whose_every_request_was_silent_fails_the_ci_check_and_exits_1(token_engine, tmp_path):
+    m = write_manifest(tmp_path, ["empty", "empty", "empty"])
     result = runner.invoke(app, ["bench", str(m), "--save-result", "--result-dir", str(tmp_path),
                                  "--result-filename", "r.json"])
     assert result.exit_code == 1, result.output
@@ -33,8 +37,8 @@ def test_a_run_whose_every_request_was_silent_fails_the_ci_check_and_exits_1(eng
         raise AssertionError("the CI's completed == num_prompts check passed on silence")
 
 
-def test_one_silent_request_among_good_ones_is_one_failure(engine, tmp_path):  # noqa: F811
-    m = manifest(tmp_path, ["one two", "empty", "three"])
+def test_one_silent_request_among_good_ones_is_one_failure(token_engine, tmp_path):
+    m = write_manifest(tmp_path, ["one two", "empty", "three"])
     result = runner.invoke(app, ["bench", str(m), "--disable-shuffle", "--save-result", "--result-dir",
                                  str(tmp_path), "--result-filename", "r.json"])
     assert result.exit_code == 1, result.output
@@ -44,7 +48,7 @@ def test_one_silent_request_among_good_ones_is_one_failure(engine, tmp_path):  #
     assert doc["request_throughput"] == doc["completed"] / doc["duration"]
 
 
-def test_a_run_with_audio_still_exits_0(engine, tmp_path):  # noqa: F811
-    m = manifest(tmp_path, ["one two", "three"])
+def test_a_run_with_audio_still_exits_0(token_engine, tmp_path):
+    m = write_manifest(tmp_path, ["one two", "three"])
     result = runner.invoke(app, ["bench", str(m), "--result-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from omnicli.benchmark.vllm_flags import lookup, strip_reported, table
 from omnicli.cli import app
-from tests.test_dropin_vllm_readers import engine, manifest, runner  # noqa: F401  (engine: a fixture)
+from tests.fakes import write_manifest
+
+runner = CliRunner()
 
 
 def vllm_omni_parser() -> argparse.ArgumentParser:
@@ -112,10 +115,10 @@ def test_reported_flags_are_taken_out_with_their_values():
     assert flags == ["--omni", "--header", "--hf-split", "--no-stream", "--omni-request-timeout-s"]
 
 
-def test_a_bench_tts_command_line_runs_and_says_once_what_does_not_apply(engine, tmp_path):  # noqa: F811
+def test_a_bench_tts_command_line_runs_and_says_once_what_does_not_apply(token_engine, tmp_path):
     # what bench_tts.py's build_bench_args puts after `vllm bench serve` for a voice_clone run, with the
     # vLLM-Omni TTS flags of issue 32 added
-    m = manifest(tmp_path, ["one two", "three"])
+    m = write_manifest(tmp_path, ["one two", "three"])
     line = ["--omni", "--host", "localhost", "--port", "8000", "--model", "Qwen/Qwen3-TTS-12Hz-0.6B-Base",
             "--backend", "openai-audio-speech", "--endpoint", "/v1/audio/speech", "--num-prompts", "2",
             "--num-warmups", "0",

@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from omnicli.benchmark.seed_tts_env import HONOURED, IGNORED, SEED_TTS_VARS, seed_tts_env_notes, seed_tts_eval
 from omnicli.cli import app
-from tests.test_dropin_vllm_readers import engine, manifest, runner  # noqa: F401  (engine: a fixture)
+from tests.fakes import write_manifest
+
+runner = CliRunner()
 
 
 def plan(env, metrics=None, audio_out=None, asr=None, wer_flag=False, locale="en"):
@@ -78,16 +81,16 @@ def test_sim_on_or_off_as_vllm_omni_reads_it(raw, monkeypatch):
 def test_a_bench_run_honours_the_wer_pass_before_any_engine_starts(no_engine, tmp_path, monkeypatch):
     monkeypatch.setenv("SEED_TTS_WER_EVAL", "1")
     monkeypatch.setenv("SEED_TTS_HF_WHISPER_MODEL", str(tmp_path / "no-whisper-here"))
-    result = runner.invoke(app, ["bench", str(manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
+    result = runner.invoke(app, ["bench", str(write_manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output  # the Whisper it names is located first, and is not there
     assert "$SEED_TTS_WER_EVAL: the WER pass is on" in said and "no-whisper-here" in said
 
 
-def test_a_bench_run_names_the_ignored_ones_once(engine, tmp_path, monkeypatch):  # noqa: F811
+def test_a_bench_run_names_the_ignored_ones_once(token_engine, tmp_path, monkeypatch):
     monkeypatch.setenv("SEED_TTS_UTMOS_EVAL", "1")
     monkeypatch.setenv("SEED_TTS_WER_SAVE_AUDIO_DIR", str(tmp_path / "wavs"))
-    result = runner.invoke(app, ["bench", str(manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
+    result = runner.invoke(app, ["bench", str(write_manifest(tmp_path, ["one two"])), "--result-dir", str(tmp_path)])
     said = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
     assert said.count("$SEED_TTS_UTMOS_EVAL is vLLM-Omni's and ignored here: omni bench cannot load UTMOS") == 1

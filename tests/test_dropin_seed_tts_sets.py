@@ -9,10 +9,12 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
+from typer.testing import CliRunner
 
 from omnicli.benchmark.seed_tts_sets import read_seed_tts_set
 from omnicli.cli import app
-from tests.test_dropin_vllm_readers import engine, runner  # noqa: F401  (engine: a fixture)
+
+runner = CliRunner()
 
 
 def seed_tts_folder(tmp_path, lines, locale="en", wavs=()):
@@ -24,19 +26,19 @@ def seed_tts_folder(tmp_path, lines, locale="en", wavs=()):
     return folder.parent
 
 
-def test_seed_tts_text_sends_the_rows_without_their_reference_and_with_the_named_voice(engine, tmp_path):  # noqa: F811
+def test_seed_tts_text_sends_the_rows_without_their_reference_and_with_the_named_voice(token_engine, tmp_path):
     root = seed_tts_folder(tmp_path, ["u1|ref one|prompt-wavs/u1.wav|hello there", "u2|ref two|prompt-wavs/u2.wav|bye"],
                            wavs=["u1.wav", "u2.wav"])
     result = runner.invoke(app, ["bench", "--dataset-name", "seed-tts-text", "--dataset-path", str(root),
                                  "--extra-body", json.dumps({"voice": "Vivian"}), "--disable-shuffle",
                                  "--result-dir", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    sent = {r.text: r for r in engine.requests}
+    sent = {r.text: r for r in token_engine.requests}
     assert set(sent) == {"hello there", "bye"}
     assert all(r.ref_audio is None and r.ref_text == "" and r.voice == "Vivian" for r in sent.values())
 
 
-def test_seed_tts_design_sends_the_voice_description_as_instruct(engine, tmp_path):  # noqa: F811
+def test_seed_tts_design_sends_the_voice_description_as_instruct(token_engine, tmp_path):
     root = seed_tts_folder(tmp_path, [
         "d1|||Good morning.|A warm, low female voice, calm.",
         "d2|ref|missing.wav|Good night.|An excited young man.",
@@ -44,7 +46,7 @@ def test_seed_tts_design_sends_the_voice_description_as_instruct(engine, tmp_pat
     result = runner.invoke(app, ["bench", "--dataset-name", "seed-tts-design", "--dataset-path", str(root),
                                  "--seed-tts-locale", "zh", "--result-dir", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    sent = {r.text: r for r in engine.requests}
+    sent = {r.text: r for r in token_engine.requests}
     assert sent["Good morning."].instruct == "A warm, low female voice, calm."
     assert sent["Good night."].instruct == "An excited young man." and sent["Good night."].ref_audio is None
     assert {r.language for r in sent.values()} == {"Chinese"}  # as vLLM-Omni's design requests name it

@@ -1,80 +1,25 @@
 """`omni bench --save-result` files fed to what vLLM's and vLLM-Omni's tools do with them
 (tests/vllm_readers.py), and vLLM-Omni's command-line flags; a fake engine with talker
-token timings stands in for the real one (tests/test_dropin_ci_engine.py runs the real one)."""
+token timings (tests/fakes.py's TokenEngine) stands in for the real one (tests/test_dropin_ci_engine.py runs
+the real one)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import time
 
 import numpy as np
 import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-import omnicli.benchmark.entrypoint as bench_entry
 import omnicli.benchmark.outputs.vllm as vllm_output
 from omnicli.cli import app
-from omnicli.engine.request import AudioChunk, EngineStats, RequestFailed, RequestInfo, TTSRequest
 from tests import vllm_readers
+from tests.fakes import write_manifest
 
 runner = CliRunner()
 SR = 1000
-
-
-class TokenEngine:
-    """Talker outputs every `step` s (the first after `first`), a chunk of audio every 2 outputs.
-    Text "fail" fails after some audio, "empty" ends without audio. Records what it was asked."""
-
-    sample_rate, model_name, device = SR, "fake/tiny", "cpu"
-
-    def __init__(self, tokens=6, first=0.004, step=0.002):
-        self.tokens, self.first, self.step = tokens, first, step
-        self.requests: list[TTSRequest] = []
-
-    async def generate(self, req: TTSRequest):
-        self.requests.append(req)
-        info = RequestInfo(prompt_tokens=len(req.text), submitted_at=time.perf_counter())
-        await asyncio.sleep(self.first)
-        for i in range(self.tokens):
-            if i:
-                await asyncio.sleep(self.step)
-            info.token_times.append(time.perf_counter())
-            info.first_token_at = info.token_times[0]
-            info.talker_tokens += 1
-            if i % 2 == 1 and req.text != "empty":
-                if req.text == "fail" and i > 2:
-                    raise RequestFailed(req.request_id, "boom", info)
-                yield AudioChunk(np.zeros(50, np.float32), False, time.perf_counter())
-        yield AudioChunk(np.zeros(0, np.float32), True, time.perf_counter(), info)
-
-    def stats(self) -> EngineStats:
-        return EngineStats()
-
-    def write_run_files(self, run_dir):
-        return []
-
-    async def close(self) -> None:
-        pass
-
-
-@pytest.fixture
-def engine(monkeypatch):
-    fake = TokenEngine()
-
-    async def start(resolved):
-        return fake
-
-    monkeypatch.setattr(bench_entry, "start_engine", start)
-    return fake
-
-
-def manifest(tmp_path, texts):
-    path = tmp_path / "m.jsonl"
-    path.write_text("".join(json.dumps({"utt": f"u{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    return path
 
 
 def bench(*args):
@@ -83,9 +28,9 @@ def bench(*args):
     return result
 
 
-def test_a_sweep_with_result_filename_gets_one_vllm_file_per_run_that_the_sweep_reads(engine, tmp_path):
+def test_a_sweep_with_result_filename_gets_one_vllm_file_per_run_that_the_sweep_reads(token_engine, tmp_path):
     # vLLM's sweep passes these to each benchmark it runs (finding 1: one object per file)
-    m = manifest(tmp_path, ["one two", "three four five"])
+    m = write_manifest(tmp_path, ["one two", "three four five"])
     bench(
         str(m),
         "-c",
@@ -116,8 +61,8 @@ def test_a_sweep_with_result_filename_gets_one_vllm_file_per_run_that_the_sweep_
     assert sorted(p.name for p in (tmp_path / "t").glob("r-*.json")) == ["r-c1-inf.json", "r-c2-inf.json"]
 
 
-def test_append_result_writes_vllms_layout_and_says_when_json_load_cannot_read_it(engine, tmp_path):
-    m = manifest(tmp_path, ["one two"])
+def test_append_result_writes_vllms_layout_and_says_when_json_load_cannot_read_it(token_engine, tmp_path):
+    m = write_manifest(tmp_path, ["one two"])
     args = [str(m), "--append-result", "--result-dir", str(tmp_path), "--result-filename", "all.json"]
     first = bench(*args)
     assert "one per line" not in " ".join(first.output.split())
@@ -130,8 +75,8 @@ def test_append_result_writes_vllms_layout_and_says_when_json_load_cannot_read_i
     assert "holds 2 results, one per line" in " ".join(second.output.split())
 
 
-def test_vllm_latency_keys_are_the_talkers_and_the_ci_scripts_compare_two_runs(engine, tmp_path):
-    m = manifest(tmp_path, ["one two", "three four five", "six"])
+def test_vllm_latency_keys_are_the_talkers_and_the_ci_scripts_compare_two_runs(token_engine, tmp_path):
+    m = write_manifest(tmp_path, ["one two", "three four five", "six"])
     out = tmp_path / "results"
     for name, c in (("serving_a", "1"), ("serving_b", "2")):
         bench(
@@ -208,9 +153,9 @@ def vllm_peaks(doc):
     return float(tokens.max()), int(active.max())
 
 
-def test_statistics_without_samples_are_zero_as_vllm_writes_them(engine, tmp_path):
+def test_statistics_without_samples_are_zero_as_vllm_writes_them(token_engine, tmp_path):
     # finding 3: every request failed or had no audio: bench_tts's table and the CI's comparisons still read it
-    m = manifest(tmp_path, ["fail", "empty"])
+    m = write_manifest(tmp_path, ["fail", "empty"])
     bench(str(m), "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["mean_audio_ttfp_ms"] == 0.0 and doc["p99_audio_rtf"] == 0.0 and doc["num_audio_ttfp_samples"] == 0
@@ -225,10 +170,10 @@ def test_statistics_without_samples_are_zero_as_vllm_writes_them(engine, tmp_pat
                                        sweep_index=0)
 
 
-def test_rounds_keep_num_prompts_equal_to_completed(engine, tmp_path):
+def test_rounds_keep_num_prompts_equal_to_completed(token_engine, tmp_path):
     import jsonschema
 
-    m = manifest(tmp_path, ["one two", "three"])
+    m = write_manifest(tmp_path, ["one two", "three"])
     bench(str(m), "--rounds", "3", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     doc = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(doc, json.loads(runner.invoke(app, ["schema", "bench-run"]).output))  # `omni schema bench-run`
@@ -240,7 +185,7 @@ def test_rounds_keep_num_prompts_equal_to_completed(engine, tmp_path):
                                    num_prompt=6, hardware="cpu", sweep_index=0)
 
 
-def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_path):
+def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(token_engine, tmp_path):
     data = tmp_path / "seedtts"
     (data / "en").mkdir(parents=True)
     sf.write(data / "en" / "ref.wav", np.zeros(800, np.float32), 16000)
@@ -280,7 +225,7 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
     assert "--backend, --endpoint, --host, --port, --model: vLLM server option(s), not applying" in text
     assert "--trust-remote-code: accepted and never honoured" in text  # issue 32 item 1: said so
     assert "task_type not used" in text
-    req = engine.requests[-1]
+    req = token_engine.requests[-1]
     assert (req.text, req.voice, req.max_new_tokens, req.seed) == ("hello there", "Vivian", 33, 7)
     profile = json.loads((tmp_path / "r.json").read_text())["profile_digest"]
     summary = json.loads(next(tmp_path.glob("omni-bench-*.json")).read_text())["runs"][0]
@@ -307,19 +252,19 @@ def test_vllm_omni_dataset_request_and_sampling_flags_map_onto_omni(engine, tmp_
         (["--save-result", "--result-filename", "r-{conc}.json"], "{conc}"),
     ],
 )
-def test_bad_vllm_flags_exit_2_before_the_engine(engine, args, message):
+def test_bad_vllm_flags_exit_2_before_the_engine(token_engine, args, message):
     result = runner.invoke(app, ["bench", *args])
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
-    assert engine.requests == []
+    assert token_engine.requests == []
 
 
-def test_ramp_up_follows_vllms_rates_and_names_the_file(engine, tmp_path):
+def test_ramp_up_follows_vllms_rates_and_names_the_file(token_engine, tmp_path):
     from omnicli.driver.load import LoadShape
 
     shape = LoadShape(ramp_up="linear", ramp_start=1.0, ramp_end=1000.0, seed=3)
     gaps = np.diff(shape.offsets(200))
     assert gaps[:20].mean() > 10 * gaps[-20:].mean()  # the rate rises from 1 to 1000 requests/s
-    m = manifest(tmp_path, ["a", "b", "c"])
+    m = write_manifest(tmp_path, ["a", "b", "c"])
     bench(
         str(m),
         "--ramp-up-strategy",
@@ -340,7 +285,7 @@ def test_ramp_up_follows_vllms_rates_and_names_the_file(engine, tmp_path):
     assert (doc["ramp_up_strategy"], doc["max_concurrency"], doc["completed"]) == ("exponential", None, 3)
 
 
-def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monkeypatch):
+def test_timeline_data_is_what_vllms_timeline_plot_takes(token_engine, tmp_path, monkeypatch):
     calls = []
     import vllm.benchmarks.plot as vplot  # vLLM's own: the project runs on vLLM
 
@@ -348,7 +293,7 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
         vplot, "generate_timeline_plot", lambda data, path, itl_thresholds: calls.append((data, path, itl_thresholds))
     )
     monkeypatch.setattr(vllm_output, "timeline_missing", lambda: None)  # plotly is optional: the drawing is stubbed
-    m = manifest(tmp_path, ["a b", "c"])
+    m = write_manifest(tmp_path, ["a b", "c"])
     bench(str(m), "--plot-timeline", "--result-dir", str(tmp_path), "--result-filename", "r.json")
     (data, path, thresholds), = calls
     assert path == tmp_path / "r.timeline.html" and thresholds == [0.025, 0.05]
@@ -357,13 +302,14 @@ def test_timeline_data_is_what_vllms_timeline_plot_takes(engine, tmp_path, monke
     assert not (tmp_path / "r.json").exists()  # --plot-timeline alone writes no result file, as vLLM
 
 
-def test_plot_timeline_without_plotly_exits_2_before_the_engine(engine, monkeypatch):
+def test_plot_timeline_without_plotly_exits_2_before_the_engine(token_engine, monkeypatch):
     import importlib.util
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else find_spec(name, *a))
     result = runner.invoke(app, ["bench", "--plot-timeline"])
-    assert result.exit_code == 2 and "pip install plotly" in " ".join(result.output.split()) and engine.requests == []
+    assert result.exit_code == 2 and "pip install plotly" in " ".join(result.output.split())
+    assert token_engine.requests == []
 
 
 def test_eval_wer_figures_reach_vllm_omnis_quality_keys(tmp_path):

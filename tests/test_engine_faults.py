@@ -11,18 +11,12 @@ import soxr
 from omnicli.engine import RequestFailed, TTSRequest
 from omnicli.engine.talker import TalkerDelta
 from tests.conftest import DEMO_MANIFEST
-from tests.test_reliability_engine import by_utt, make_manifest, synth
+from tests.fakes import results_by_utt, synth_on, write_manifest
 
 pytestmark = pytest.mark.engine
 
 PROMPT = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
 
-
-@pytest.fixture
-def fresh_engine_state(engine_harness, monkeypatch):
-    """Undoes the sticky engine-wide failure a test provokes on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_dead", None)
-    return engine_harness.engine
 
 def end_early(monkeypatch, engine, victim: str, finish_reason: str, after_deltas: int = 1):
     """Passes the real talker's output through, but for `victim` ends the stream after a few
@@ -44,13 +38,13 @@ def test_vllm_ending_a_request_early_fails_that_row_with_the_reason_not_a_trunca
     engine_harness, fresh_engine_state, tmp_path, monkeypatch
 ):
     engine = engine_harness.engine
-    manifest = make_manifest(
-        tmp_path / "set", ["cut|||This one is ended early by the talker.", "whole|||This one is not."]
+    manifest = write_manifest(
+        tmp_path / "set", extra=["cut|||This one is ended early by the talker.", "whole|||This one is not."]
     )
     end_early(monkeypatch, engine, "cut", "error")
     out = tmp_path / "out"
-    run = synth(engine_harness, manifest, out, concurrency=2)
-    rows = by_utt(out)
+    run = synth_on(engine_harness, manifest, out, concurrency=2)
+    rows = results_by_utt(out)
     assert rows["whole"]["status"] == "ok" and (out / "whole.wav").exists()
     cut = rows["cut"]
     assert cut["status"] == "failed" and not (out / "cut.wav").exists()
@@ -75,10 +69,10 @@ def test_a_real_vllm_abort_is_vllm_shutting_down_the_row_stays_pending(
             yield delta
 
     monkeypatch.setattr(engine.talker, "generate", generate)
-    manifest = make_manifest(tmp_path / "set", ["aborted|||vLLM aborts this request while it streams."])
+    manifest = write_manifest(tmp_path / "set", extra=["aborted|||vLLM aborts this request while it streams."])
     out = tmp_path / "out"
-    run = synth(engine_harness, manifest, out, concurrency=1)
-    assert "aborted" not in by_utt(out)  # pending: neither ok nor failed
+    run = synth_on(engine_harness, manifest, out, concurrency=1)
+    assert "aborted" not in results_by_utt(out)  # pending: neither ok nor failed
     assert not (out / "aborted.wav").exists()
     assert run.engine_error is not None and "aborted its requests" in str(run.engine_error)
 

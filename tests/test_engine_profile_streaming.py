@@ -8,9 +8,6 @@ equals a whole-sequence decode bit for bit in float64.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 import numpy as np
 import pytest
 import soundfile as sf
@@ -19,6 +16,7 @@ import torch
 from omnicli.engine import Engine, TTSRequest
 from omnicli.profile import load_profile
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
+from tests.fakes import EngineLoop
 
 pytestmark = pytest.mark.engine
 
@@ -38,21 +36,11 @@ PROFILE_SETS = [
 
 @pytest.fixture(scope="module")
 def ramp_engine():
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="ramp-engine-loop", daemon=True)
-    thread.start()
-    resolved = load_profile("cpu", overrides=PROFILE_SETS)
-
-    def run(coro, timeout=600):
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
-
-    engine = run(Engine.start(resolved))
+    harness = EngineLoop(lambda: Engine.start(load_profile("cpu", overrides=PROFILE_SETS)), name="ramp-engine-loop")
     try:
-        yield engine, run
+        yield harness.engine, harness.run
     finally:
-        run(engine.close(), 60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        harness.close()
 
 
 def test_profile_reaches_the_engine(ramp_engine):

@@ -16,12 +16,12 @@ from omnicli.audio import AudioError, load_audio
 from omnicli.driver.inputs import InputError, request_from_row
 from omnicli.errors import EXIT_SOME_FAILED
 from omnicli.evaluation import evaluate
-from omnicli.evaluation.asr.base import AsrBackend
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS
 from omnicli.evaluation.scorers import ScoreItem, Scorer, score_audio
 from omnicli.evaluation.scorers.base import SAMPLE_RATE
 from omnicli.manifest import ManifestRow
 from tests import needs
+from tests.fakes import LengthAsr
 
 
 def pcm16_wav(path: Path, rate: int, samples: int, *, declared: int | None = None) -> Path:
@@ -55,24 +55,6 @@ def test_a_reference_with_a_1_hz_header_fails_its_row_with_the_reason(tmp_path):
         request_from_row(row)
     assert str(info.value).startswith("/data/meta.lst:3: reference audio:")
     assert "implausible sample rate 1 Hz" in str(info.value)
-
-
-class LengthAsr(AsrBackend):
-    """Stands in for Whisper: 'one' per clip, and remembers the clip lengths it was given."""
-
-    backend = "length"
-
-    def __init__(self, truncates: bool = True):
-        super().__init__(model="length", language="en", device="cpu")
-        self.truncates_to_window = truncates
-        self.lengths: list[int] = []
-
-    def transcribe(self, clips):
-        self.lengths += [len(c) for c in clips]
-        return ["one"] * len(clips)
-
-    def decoding_settings(self):
-        return {}
 
 
 class LengthScorer(Scorer):

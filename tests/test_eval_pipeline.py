@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from omnicli.audio import load_audio
 from omnicli.evaluation import clips
-from omnicli.evaluation.asr.base import WINDOW_S, AsrBackend
+from omnicli.evaluation.asr.base import WINDOW_S
 from omnicli.evaluation.clips import MAX_CLIP_SECONDS, decode_clip, load_clip
 from omnicli.evaluation.loop import score_rows
 from omnicli.evaluation.pipeline import Evaluator, parse_metrics
@@ -26,6 +26,7 @@ from omnicli.evaluation.scorers.score_folder import AudioStage
 from omnicli.evaluation.wer_run import WerStage, evaluate
 from omnicli.manifest import ManifestRow
 from tests import needs
+from tests.fakes import LengthAsr
 
 TEXTS = {
     "f1": "The birch canoe slid on the smooth planks.",
@@ -52,23 +53,6 @@ def tone(path: Path, seconds: float, rate: int = 16_000, freq: float = 180.0) ->
     n = int(seconds * rate)
     sf.write(path, (0.3 * np.sin(2 * np.pi * freq * np.arange(n) / rate)).astype(np.float32), rate)
     return path
-
-
-class LengthAsr(AsrBackend):
-    """Stands in for Whisper in the unit tests of the loop: 'one' per clip, remembering each clip's length."""
-
-    backend = "length"
-
-    def __init__(self) -> None:
-        super().__init__(model="length", language="en", device="cpu")
-        self.lengths: list[int] = []
-
-    def transcribe(self, clips):
-        self.lengths += [len(c) for c in clips]
-        return ["one"] * len(clips)
-
-    def decoding_settings(self):
-        return {}
 
 
 class PeakScorer(Scorer):

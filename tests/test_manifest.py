@@ -11,21 +11,16 @@ import pytest
 import soundfile as sf
 
 from omnicli.manifest import MAX_UTT_BYTES, ManifestError, read_manifest
+from tests.fakes import write_manifest
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    """A manifest folder with one real prompt wav."""
-    (tmp_path / "prompts").mkdir()
-    sf.write(tmp_path / "prompts" / "p.wav", np.zeros(1600, np.float32), 16000)
-    return tmp_path
+def folder(prompt_folder: Path) -> Path:
+    return prompt_folder
 
 
 def write_lst(folder: Path, *lines: str | bytes, name: str = "meta.lst") -> Path:
-    path = folder / name
-    data = b"".join((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n" for line in lines)
-    path.write_bytes(data)
-    return path
+    return write_manifest(folder, extra=lines, name=name)
 
 
 GOOD = "good|ref text|prompts/p.wav|Hello there."

@@ -6,24 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 
 from omnicli.manifest import read_manifest, resolve_audio_path
+from tests.fakes import write_manifest
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    (tmp_path / "prompts").mkdir()
-    sf.write(tmp_path / "prompts" / "p.wav", np.zeros(160, np.float32), 16000)
-    return tmp_path
+def folder(prompt_folder: Path) -> Path:
+    return prompt_folder
 
 
 def lst(folder: Path, *lines: str | bytes, name: str = "meta.lst") -> Path:
-    path = folder / name
-    path.write_bytes(b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines))
-    return path
+    return write_manifest(folder, extra=lines, name=name)
 
 
 def test_jsonl_aliases_nulls_and_gt_wav(folder):

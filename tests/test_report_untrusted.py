@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.evaluation.transcripts import read_transcripts
-from tests.test_bench_report_outputs import passes, plan_for, profile  # noqa: F401 (fixtures)
+from tests.fakes import bench_sweep, report_plan
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
@@ -447,11 +447,12 @@ def test_out_must_be_an_html_file_and_not_an_input(tmp_path):
 EVIL = "\x1b[2J\x1b]8;;https://example.com\x07[bold red]evil[/bold red]\x9b31m\x07"
 
 
-def test_bench_export_prints_labels_without_escapes_or_markup(passes, tmp_path):  # noqa: F811 (fixture)
+def test_bench_export_prints_labels_without_escapes_or_markup(tmp_path):
     from omnicli.benchmark.outputs import report_passes
+    from omnicli.profile import load_profile
 
-    plan = plan_for(tmp_path)
-    report_passes(passes, plan)
+    plan = report_plan(tmp_path)
+    report_passes(bench_sweep(load_profile()), plan)
     doc = json.loads(plan.path.read_text())
     for run in doc["runs"]:
         run["profile_label"] = EVIL + run["profile_label"]

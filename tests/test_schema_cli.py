@@ -13,7 +13,7 @@ from omnicli.cli import app
 from omnicli.profile import load_profile
 from omnicli.synth.plan import RESULTS, SUMMARY
 from omnicli.synth.summary import write_summary
-from tests.test_synth_driver import run_synth
+from tests.fakes import run_synth
 
 runner = CliRunner()
 

@@ -8,34 +8,23 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
 from omnicli.cli import app
 from omnicli.manifest import read_manifest
-from omnicli.profile import load_profile
 from omnicli.synth import plan as synth_plan
 from omnicli.synth import shard as shard_module
-from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
+from omnicli.synth.plan import RESULTS, SUMMARY
 from omnicli.synth.results import Status, SynthResult
 from omnicli.synth.shard import ShardSpec, ShardSpecError, select_shard, shard_of
-from omnicli.synth.summary import build_synth_summary, write_summary
 from tests.conftest import REPO, fill_up, mount_tmpfs, unmount
+from tests.fakes import make_manifest, make_shard, make_shards, merge, summary_of, words
 
 runner = CliRunner()
-SR = 24000
-
-
-def words(output: str) -> str:
-    return " ".join(output.split())
-
-
-# -- the split -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 64])  # 64 > the 40 rows: most shards own nothing
@@ -117,60 +106,6 @@ def test_the_module_names_the_same_files_as_synth_plan():
 
 
 # -- hand-made shard folders ------------------------------------------------------------------
-
-
-def make_manifest(folder: Path, n: int, extra: list[str] = ()) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "meta.lst"
-    path.write_text("".join(f"u{i:02d}|||Sentence {i}.\n" for i in range(n)) + "".join(line + "\n" for line in extra))
-    return path
-
-
-def make_shard(
-    out: Path, manifest: Path, spec: ShardSpec | None, *, failed=(), skip=(), limit=None, profile_sets=()
-) -> Path:
-    """What `omni synth MANIFEST --out OUT --shard SPEC` leaves: wavs, typed rows, a summary."""
-    resolved = load_profile("cpu", overrides=list(profile_sets))
-    parsed = select_shard(read_manifest(manifest).limited(limit), spec)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for row in parsed.rows:
-        if row.utt in skip:
-            continue
-        result = SynthResult(
-            utt=row.utt,
-            status=Status.OK,
-            line=row.line_no,
-            input_digest=input_digest(row),
-            profile_digest=resolved.digest,
-        )
-        if row.utt in failed:
-            result.status, result.error = Status.FAILED, "injected"
-        else:
-            frames = 240 * (1 + row.line_no % 50)  # a different length per row, so a mix-up shows
-            sf.write(out / f"{row.utt}.wav", np.full(frames, 0.05, np.float32), SR)
-            result.wav, result.audio_seconds = f"{row.utt}.wav", frames / SR
-        rows.append(result.to_line() + "\n")
-    (out / RESULTS).write_text("".join(rows))
-    write_summary(
-        out,
-        build_synth_summary(
-            parsed, out, None, resolved=resolved, limit=limit, started_at="t0", shard=str(spec) if spec else None
-        ),
-    )
-    return out
-
-
-def make_shards(tmp_path: Path, manifest: Path, count: int, **kwargs) -> list[Path]:
-    return [make_shard(tmp_path / f"shard-{i}", manifest, ShardSpec(i, count), **kwargs) for i in range(count)]
-
-
-def merge(*args) -> object:
-    return runner.invoke(app, ["synth-merge", *map(str, args)])
-
-
-def summary_of(folder: Path) -> dict:
-    return json.loads((folder / SUMMARY).read_text())
 
 
 def test_merge_gives_one_whole_folder_that_synth_resumes_with_nothing_to_do(tmp_path):

@@ -8,80 +8,27 @@ the harness's event loop while the command runs its own (asyncio.run).
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from typer.testing import CliRunner
 
 from omnicli.cli import app
-from omnicli.engine import Engine
 from omnicli.manifest import read_manifest
 from omnicli.synth.shard import shard_of
-from tests.conftest import DEMO_MANIFEST, TEST_PROFILE_SETS
+from tests.conftest import DEMO_MANIFEST
+from tests.fakes import SESSION_PROFILE, share_session_engine
 
 pytestmark = pytest.mark.engine
 
 runner = CliRunner()
-PROFILE = ["--profile", "cpu", *(arg for s in TEST_PROFILE_SETS for arg in ("--set", s))]
-
-
-class SharedEngine:
-    """The session's engine seen from another event loop: each request runs on the
-    engine's loop and its chunks are handed over, in order, to the caller's."""
-
-    def __init__(self, harness):
-        self.harness = harness
-        engine = harness.engine
-        self.resolved, self.sample_rate = engine.resolved, engine.sample_rate
-        self.model_name, self.device, self.startup_seconds = engine.model_name, engine.device, 0.0
-
-    def stats(self):
-        return self.harness.engine.stats()
-
-    def write_run_files(self, run_dir):
-        return self.harness.engine.write_run_files(run_dir)
-
-    async def close(self) -> None:
-        pass  # the session's engine outlives one command
-
-    async def generate(self, request):
-        here = asyncio.get_running_loop()
-        handed: asyncio.Queue = asyncio.Queue()
-
-        async def pump():
-            try:
-                async for chunk in self.harness.engine.generate(request):
-                    here.call_soon_threadsafe(handed.put_nowait, (chunk, None))
-            except BaseException as exc:  # re-raised on the caller's loop
-                here.call_soon_threadsafe(handed.put_nowait, (None, exc))
-                return
-            here.call_soon_threadsafe(handed.put_nowait, (None, None))
-
-        running = asyncio.run_coroutine_threadsafe(pump(), self.harness.loop)
-        try:
-            while True:
-                chunk, error = await handed.get()
-                if error is not None:
-                    raise error
-                if chunk is None:
-                    return
-                yield chunk
-        finally:
-            running.cancel()
+PROFILE = SESSION_PROFILE
 
 
 @pytest.fixture
 def shared_engine_cli(engine_harness, monkeypatch):
     """`omni` commands in-process on the shared engine; counts engine start-ups asked for."""
-    starts = []
-
-    async def start(resolved):
-        assert resolved.digest == engine_harness.engine.resolved.digest, "the CLI must ask for the session's profile"
-        starts.append(resolved.digest)
-        return SharedEngine(engine_harness)
-
-    monkeypatch.setattr(Engine, "start", staticmethod(start))
+    starts = share_session_engine(monkeypatch, engine_harness)
 
     def invoke(*args: str):
         return runner.invoke(app, list(args))

@@ -15,7 +15,7 @@ from omnicli.profile import load_profile
 from omnicli.synth import RunPhase, StopRequest, SynthArgs, SynthJob, synthesize
 from omnicli.synth import entrypoint as synth_entrypoint
 from omnicli.synth.plan import RESULTS, SUMMARY
-from tests.test_synth_driver import SR, FakeEngine
+from tests.fakes import SR, FakeEngine, write_manifest
 
 
 @pytest.fixture
@@ -31,12 +31,6 @@ def fake_engines(monkeypatch):
 
     monkeypatch.setattr("omnicli.engine.backends.start_engine", start_engine)
     return started
-
-
-def write_manifest(tmp_path, texts):
-    path = tmp_path / "meta.lst"
-    path.write_text("".join(f"u{i}|||{t}\n" for i, t in enumerate(texts)))
-    return path
 
 
 class Recorder:
@@ -90,7 +84,7 @@ def test_synthesize_from_python_writes_wavs_results_and_a_versioned_summary(tmp_
     assert (summary.num_rows, summary.num_ok, summary.num_failed, summary.limit) == (3, 2, 1, 3)
     assert report.usage_error is None and summary.engine_error is None and not summary.interrupted
     assert sorted(p.name for p in out.glob("*.wav")) == ["u0.wav", "u2.wav"]
-    assert sf.info(out / "u0.wav").frames == 2 * (SR // 10)
+    assert sf.info(out / "u0.wav").frames == 3 * 100  # the fake: 3 chunks of 100 samples
     rows = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
     assert sorted(r["utt"] for r in rows) == ["u0", "u1", "u2"]  # u3, u4 are past the --limit cut
     assert {r["utt"]: r["status"] for r in rows}["u1"] == "failed"
@@ -186,11 +180,11 @@ def test_drive_gives_each_request_one_outcome_and_engine_death_as_its_exception(
     result = _drive(FakeEngine(), prompts)
     outcomes = {r.utt: (r.outcome, r.error) for r in result.records}
     assert outcomes["ok"] == (Outcome.OK, None)
-    assert outcomes["fail"] == (Outcome.FAILED, "injected request fault")
+    assert outcomes["fail"] == (Outcome.FAILED, "codec chunk over budget")
     assert outcomes["bad"] == (Outcome.REJECTED, "meta.lst:3: reference audio: missing")
     assert [r.rejected for r in result.records if r.utt == "bad"] == [True]
     ok = next(r for r in result.records if r.utt == "ok")
-    assert ok.finish_reason == "stop" and ok.ref_cache == "none"  # the engine's RequestInfo, typed
+    assert ok.finish_reason == "stop" and ok.ref_cache == "cold"  # the engine's RequestInfo, typed
 
     died = _drive(FakeEngine(), [Prompt("d", request=TTSRequest("d", "die"))])
     assert isinstance(died.engine_error, EngineDead) and died.engine_error.reason.startswith("codec stage stopped")

@@ -39,7 +39,7 @@ from omnicli.synth.ray import (
 from omnicli.synth.results import SynthResult
 from omnicli.synth.run import SynthRun
 from tests.conftest import DEMO_MANIFEST, REPO, TEST_PROFILE_SETS
-from tests.test_synth_driver import FakeEngine
+from tests.fakes import FakeEngine
 
 pytest.importorskip("ray", reason='needs the ray extra: pip install "omnicli[ray]"')
 

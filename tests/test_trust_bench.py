@@ -25,10 +25,7 @@ from omnicli.driver.pool import LocalPool
 from omnicli.engine.request import EngineError, RequestFailed, TTSRequest
 from omnicli.manifest import read_manifest
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest
-from tests.conftest import tiny_profile
-from tests.test_bench_outputs import read_only  # noqa: F401 (a fixture)
-from tests.test_bench_session import FakeEngine, prompts
-from tests.test_shard import make_manifest
+from tests.fakes import FakeEngine, make_manifest, prompts, tiny_profile
 
 runner = CliRunner()
 
@@ -295,7 +292,7 @@ def test_fields_of_result_filename_are_names_not_paths():
     assert run_filename("c{concurrency:03d}.json", doc, profile_label="", one_file_per_run=False) == "c004.json"
 
 
-def test_bench_report_into_a_read_only_folder_names_the_report(no_engine, read_only):  # noqa: F811
+def test_bench_report_into_a_read_only_folder_names_the_report(no_engine, read_only):
     page = read_only / "page.html"
     result = runner.invoke(app, ["bench", "-n", "1", "--report", str(page)])
     text = words(result.output)

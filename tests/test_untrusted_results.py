@@ -19,7 +19,7 @@ from omnicli.synth import SynthJob
 from omnicli.synth.plan import RESULTS, SUMMARY, input_digest, plan_run, tidy_out_dir
 from omnicli.synth.shard import ShardSpec, shard_of
 from omnicli.synth.summary import build_synth_summary
-from tests.test_shard import make_manifest, make_shard, make_shards, merge, summary_of, words
+from tests.fakes import make_manifest, make_shard, make_shards, merge, summary_of, words
 
 runner = CliRunner()
 SR = 24_000

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from omnicli.engine.request import EngineDead, RequestFailed, TTSRequest
 from omnicli.manifest import read_manifest
 from tests import needs
 from tests.conftest import DEMO_MANIFEST
+from tests.fakes import EngineLoop
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 vllm_omni = pytest.importorskip("vllm_omni", reason="vLLM-Omni is not installed (pip install 'omnicli[vllm-omni]')")
@@ -38,16 +38,6 @@ CAP = 12  # talker tokens per test request: 11 frames of audio
 # request without a cap reaches the automatic budget in a few steps.
 # float32 talker: its batched decode step needs our embedding-dtype alignment (cpu_workers.align_embedding_dtype).
 SETS = ["talker.max_num_seqs=4", "codec.max_num_seqs=4", "talker.max_new_tokens=16", "talker.dtype=float32"]
-
-
-class Harness:
-    """The engine on its own loop in a background thread (it is bound to the loop it started on)."""
-
-    def __init__(self, engine, loop):
-        self.engine, self.loop = engine, loop
-
-    def run(self, coro, timeout: float = 600):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +54,10 @@ def omni(tiny_qwen3):
     from omnicli.profile import load_profile
     from omnicli.vllm_omni.engine import OmniEngine
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-omni-loop", daemon=True)
-    thread.start()
     resolved = load_profile("qwen3-tts", overrides=[f"model_path={tiny_qwen3}", *SETS])
-    engine = asyncio.run_coroutine_threadsafe(OmniEngine.start(resolved), loop).result(900)
-    harness = Harness(engine, loop)
+    harness = EngineLoop(lambda: OmniEngine.start(resolved), timeout=900, name="test-omni-loop")
     yield harness
-    asyncio.run_coroutine_threadsafe(engine.close(), loop).result(120)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    harness.close(120)
 
 
 def check_length(info, samples: int, cap: int) -> None:
@@ -275,7 +259,7 @@ def test_bench_of_the_customvoice_and_voicedesign_datasets_on_this_base_checkpoi
     import omnicli.benchmark.entrypoint as bench_entry
     from omnicli.benchmark.vllm_format import read_results
     from omnicli.cli import app
-    from tests.test_dropin_ci_engine import CrossLoopEngine
+    from tests.fakes import CrossLoopEngine
 
     async def lend(_resolved):
         return CrossLoopEngine(omni)
