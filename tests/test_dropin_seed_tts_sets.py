@@ -108,19 +108,11 @@ def test_rows_order_and_fields_as_vllm_omnis_own_loaders_build_them(dataset, tmp
         assert extra["task_type"] == "VoiceDesign"  # omni's comes from the checkpoint (tts_model_type)
 
 
-class _Echo:
-    """Hands back the request it is given (what the engine would be asked)."""
-
-    def generate(self, request):
-        return request
-
-
 @pytest.mark.parametrize("kind", ["custom_voice", "voice_design"])
 def test_on_customvoice_and_voicedesign_checkpoints_the_rows_become_their_requests(kind, tmp_path):
     """What vLLM-Omni's server would build for these rows on a CustomVoice / VoiceDesign Qwen3-TTS checkpoint
     (omni's request rules, omnicli/vllm_omni/requests.py; only the checkpoint's config is needed). The module
     engine of tests/test_vllm_omni_engine.py is a Base one: there each of these requests fails, saying why."""
-    from omnicli.benchmark.entrypoint import RequestDefaults
     from omnicli.benchmark.options import vllm_compat
     from omnicli.benchmark.prompts import load_prompts
     from omnicli.vllm_omni.requests import Qwen3Checkpoint, Qwen3RequestBuilder
@@ -135,8 +127,9 @@ def test_on_customvoice_and_voicedesign_checkpoints_the_rows_become_their_reques
     dataset = {"custom_voice": "seed-tts-text", "voice_design": "seed-tts-design"}[kind]
     body = json.dumps({"voice": "Vivian"}) if kind == "custom_voice" else None
     compat = vllm_compat(dataset, root, "zh", None, body, None, 12, sampling={}, ignored={})
-    (prompt,) = load_prompts(compat.manifest, dataset=dataset, max_new_tokens=compat.max_new_tokens).prompts
-    request = RequestDefaults(_Echo(), compat.request_fields).generate(prompt.request)  # type: ignore[arg-type]
+    (prompt,) = load_prompts(compat.manifest, dataset=dataset, max_new_tokens=compat.max_new_tokens,
+                             request_fields=compat.request_fields).prompts  # --extra-body's fields applied here
+    request = prompt.request
     info, ref_frames = Qwen3RequestBuilder(Qwen3Checkpoint.read(checkpoint), None, []).additional_information(request)
     assert (info["text"], info["max_new_tokens"], ref_frames) == (["Good morning."], [12], 0)
     assert "ref_audio" not in info and "ref_text" not in info

@@ -310,6 +310,9 @@ def load_tokenizer(ckpt: Path):
 def codec_budgets(stage_configs: Sequence[Any]) -> dict[str, Any]:
     """The text-scaled codec budgets per task, read by vLLM-Omni's own adapter code from the talker
     stage's `additional_config` in the resolved deploy config (its defaults where the stage sets none)."""
+    from omnicli.vllm_omni.shims import install_import_shims
+
+    install_import_shims()  # the adapter's imports reach torchvision, which a CPU install has not
     from vllm_omni.entrypoints.openai.tts_adapters.qwen3_tts import _stage_additional_config, load_codec_budgets
 
     talker = next((s for s in stage_configs if getattr(s, "stage_id", None) == TALKER_STAGE), None)
