@@ -27,12 +27,16 @@ class SynthConsole(EngineRunInterrupts):
     and its Ctrl-C / SIGTERM policy (`EngineRunInterrupts`, shared with `omni bench`).
 
     Signals arrive on StopSignals' thread, installed when the run starts (its STARTING
-    phase). While rows run, the first one stops admitting work (the job's stop request);
-    during engine start-up or shutdown, and on any second signal, `force_exit` ends our
-    processes, writes the summary as it stands and exits 130.
+    phase). While rows run or the engine closes, the first one stops admitting work (the
+    job's stop request) and the run ends with its summary; during engine start-up, and on
+    any second signal, `force_exit` ends our processes, writes the summary as it stands and
+    exits 130. Closing is graceful too because a terminal's Ctrl-C reaches the native
+    engine's vLLM core as well: when the core shuts down first, the run is already closing
+    by the time our handler runs, and the one Ctrl-C must still mean "stop", not "force".
     """
 
     forced_note = "finished utterances are kept"
+    graceful_phases = (Phase.RUNNING, Phase.CLOSING)
 
     def __init__(self, manifest: Path):
         from omnicli.synth import StopRequest
@@ -59,8 +63,11 @@ class SynthConsole(EngineRunInterrupts):
         if self.job is None:
             return False
         self.stop_request.set()  # (set already) first: the message may not get out (a closed terminal)
-        err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get "
-                          f"{self.job.args.grace_s:g}s to finish (again to force)")
+        if self.phase == Phase.CLOSING:
+            err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; the engine is closing (again to force)")
+        else:
+            err_console.print(f"\n[yellow]{sig.name}[/yellow]: stopping; requests in flight get "
+                              f"{self.job.args.grace_s:g}s to finish (again to force)")
         return True
 
     def save_partial(self) -> None:
