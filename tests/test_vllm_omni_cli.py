@@ -154,7 +154,7 @@ def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothi
         while proc.poll() is None and time.monotonic() < deadline and not (tmp_path / "out" / RESULTS).exists():
             running = marked_processes(marker)
             seen |= {p.pid for p in running}
-            if any(_is_stage(p) for p in running):  # a stage is up, its model not yet: the middle of start-up
+            if any(_is_stage(p, proc.pid) for p in running):  # a stage process started: the middle of start-up
                 break
             time.sleep(0.2)
         assert proc.poll() is None, (tmp_path / "cli.log").read_text()[-3000:]
@@ -173,10 +173,12 @@ def test_ctrl_c_in_the_terminal_during_start_up_prints_one_line_and_leaves_nothi
     assert_nothing_left(run_tmpdir, seen)
 
 
-def _is_stage(process: psutil.Process) -> bool:
-    """A vLLM-Omni stage process once it has titled itself (it loads its model after that). Its worker
-    runs inside it on CPU (cpu_stage.py), so a worker process is no sign of start-up any more."""
+def _is_stage(process: psutil.Process, omni_pid: int) -> bool:
+    """A vLLM-Omni stage process: a spawned child of omni (before vLLM titles it StageEngineCoreProc, its
+    command line is multiprocessing's spawn_main), not the orphan watcher nor the resource tracker. Its
+    worker runs inside it on CPU (cpu_stage.py), so a worker process is no sign of start-up any more."""
     try:
-        return "StageEngineCoreProc" in " ".join(process.cmdline())
+        command = " ".join(process.cmdline())
+        return process.ppid() == omni_pid and ("spawn_main" in command or "StageEngineCoreProc" in command)
     except psutil.Error:
         return False
