@@ -171,9 +171,15 @@ def test_processes_started_with_interrupts_blocked_ignore_a_terminals_ctrl_c_and
         worker.start()
         worker.join()
 
-    with interrupts_blocked_for_children():
-        start_from_a_thread()
-    _spawn_sleeper(ctx, started)  # started as before: Ctrl-C ends it
+    # Both children start with Python's own SIGINT handling, whatever an earlier test in this process left
+    # (after test_reliability_cli.py the disposition was SIG_IGN, which a child inherits: then neither dies).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with interrupts_blocked_for_children():
+            start_from_a_thread()
+        _spawn_sleeper(ctx, started)  # started as before: Ctrl-C ends it
+    finally:
+        signal.signal(signal.SIGINT, before)
     shielded, plain = started
     try:
         deadline = time.monotonic() + 60
