@@ -159,7 +159,6 @@ def vllm_result(
     for key in ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"):
         if run.get(key) is not None:
             doc[key] = run[key]
-    talker_out = run.get("total_output_tokens", 0)
     # vLLM-Omni fails a request without audio: completed counts those with audio (omni's file: num_empty_audio)
     completed = figures.get("completed", run.get("completed"))
     failed = figures.get("failed", run.get("failed"))
@@ -191,18 +190,34 @@ def vllm_result(
         doc["errors"] = ["" if e is None else e for e in detailed.get("errors", [])]
     doc.update({"max_output_tokens_per_s": figures.get("max_output_tokens_per_s", 0.0),
                 "max_concurrent_requests": figures.get("max_concurrent_requests", 0), "rtfx": 0.0})
+    doc.update(_distributions(run, percentile_metrics, percentiles))
+    doc.update(_omni_keys(run, duration, detailed if save_detailed else None))
+    return doc
+
+
+def _distributions(run: Mapping[str, Any], metrics: Sequence[str], percentiles: Sequence[float]) -> dict[str, Any]:
+    """vLLM's mean/median/std/pNN keys and sample count of each chosen metric, in vLLM's order."""
+    out: dict[str, Any] = {}
     for stem, suffix, _ in DISTRIBUTIONS:
-        if stem not in percentile_metrics:
+        if stem not in metrics:
             continue
         for stat in ["mean", "median", "std"] + [percentile_key(p) for p in percentiles]:
             key = f"{stat}_{stem}{suffix}"
             value = run.get(key)
-            doc[key] = 0.0 if value is None else value  # vLLM: np.mean(x or 0) of no samples is 0.0
-        doc[f"num_{stem}_samples"] = run.get(f"num_{stem}_samples", 0)
+            out[key] = 0.0 if value is None else value  # vLLM: np.mean(x or 0) of no samples is 0.0
+        out[f"num_{stem}_samples"] = run.get(f"num_{stem}_samples", 0)
+    return out
+
+
+def _omni_keys(run: Mapping[str, Any], duration: float, detailed: Mapping[str, list] | None) -> dict[str, Any]:
+    """What follows vLLM's keys: continuity (vLLM-Omni's and sglang-omni's names), omni's talker figures,
+    the Seed-TTS quality keys, omni's extras, per-stage figures, the detailed lists (`detailed`: only with
+    --save-detailed) and the notes on keys."""
     from omnicli.benchmark.continuity import KEYS as CONTINUITY_KEYS
 
-    doc.update({k: run[k] for k in CONTINUITY_KEYS if k in run})  # vLLM-Omni's and sglang-omni's names
-    doc.update(
+    talker_out = run.get("total_output_tokens", 0)
+    out: dict[str, Any] = {k: run[k] for k in CONTINUITY_KEYS if k in run}
+    out.update(
         {
             "prompts_per_round": run.get("num_prompts"),
             "talker_prompt_tokens": run.get("total_input_tokens", 0),
@@ -210,20 +225,16 @@ def vllm_result(
             "talker_output_throughput": talker_out / duration if duration > 0 else 0.0,
         }
     )
-    doc.update(seed_tts_quality(run.get("eval")))
-    for key in EXTRA_KEYS:
-        if key in run:
-            doc[key] = run[key]
+    out.update(seed_tts_quality(run.get("eval")))
+    out.update({k: run[k] for k in EXTRA_KEYS if k in run})
     stage_figures = {k: run[k] for k in STAGE_KEYS if k in run}
-    doc.update(stage_figures)
-    if save_detailed and detailed is not None:
-        for key in DETAILED_KEYS:
-            if key in detailed:
-                doc[key] = detailed[key]
-    doc["key_notes"] = dict(KEY_NOTES)
+    out.update(stage_figures)
+    if detailed is not None:
+        out.update({k: detailed[k] for k in DETAILED_KEYS if k in detailed})
+    out["key_notes"] = dict(KEY_NOTES)
     if stage_figures:
-        doc["key_notes"][STAGE_NOTE[0]] = STAGE_NOTE[1]
-    return doc
+        out["key_notes"][STAGE_NOTE[0]] = STAGE_NOTE[1]
+    return out
 
 
 def seed_tts_quality(figures: Mapping[str, Any] | None) -> dict[str, Any]:
